@@ -1,0 +1,22 @@
+"""The `lanner` command line."""
+
+from __future__ import annotations
+
+import click
+
+from lanner._version import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="lanner")
+def main() -> None:
+    """Lanner: distributed background tasks on priority queues."""
+
+
+def _register_subcommands() -> None:
+    from lanner.bench.cli import bench
+
+    main.add_command(bench)
+
+
+_register_subcommands()

@@ -1,0 +1,31 @@
+"""Engines, and `open_engine(url)` which picks one from a broker URL.
+
+sqlite:///relative/path.db        sqlite:////absolute/path.db
+sqlite:///jobs.db?synchronous=normal&busy_timeout=5&max_data_bytes=1048576
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
+
+from lanner.engine import Engine
+from lanner.errors import MalformedArgument
+
+
+def open_engine(url: str) -> Engine:
+    """Open the engine a broker URL names. Nothing is opened at import time."""
+    if not isinstance(url, str):
+        raise MalformedArgument(f"broker URL must be a str, not {type(url).__name__}")
+    scheme, _, rest = url.partition("://")
+    if scheme == "sqlite":
+        from lanner.engines.sqlite import SQLiteEngine, SQLiteOptions
+
+        parts = urlsplit(url)
+        path = rest.split("?", 1)[0]
+        if not path.startswith("/") or len(path) < 2:
+            raise MalformedArgument(
+                f"bad SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute.db"
+            )
+        options = SQLiteOptions.from_query(dict(parse_qsl(parts.query, strict_parsing=False)))
+        return SQLiteEngine(path[1:], options)
+    raise MalformedArgument(f"unknown broker URL scheme {scheme!r} in {url!r}; known: sqlite")

@@ -1,0 +1,182 @@
+"""The SQLite engine's data layout, and opening a database file safely.
+
+One database file holds everything; every process on the machine may open it.
+
+    jobs            one row per job (see the column comments below)
+    dependencies    (jid, on_jid): job `jid` waits for job `on_jid` to complete
+    tags            (tag, jid, added): the index behind `tagged`; jobs.tags is the truth
+    queues          every queue seen (put or paused), and whether it is paused
+    config          config_set values, JSON-encoded; defaults live in lanner.engine
+    counters        `seq` (insertion order of jobs) and `complete` (completed jobs kept)
+
+A job's state picks the partial index it sits in, so each lookup of pop, retry or the
+listings reads only the jobs in that state:
+
+    jobs_work       waiting jobs: (queue, priority DESC, ready_at, seq) is pop order
+    jobs_scheduled  scheduled jobs: (queue, ready_at) finds the due ones
+    jobs_locks      running jobs: (queue, expires) finds expired locks
+    jobs_stalled    jobs `timeout` stalled: popped first, oldest first
+    jobs_depends    jobs waiting on dependencies
+    jobs_failed     failed jobs: (failure_group, finished_at)
+    jobs_complete   complete jobs: (finished_at) for retention
+
+The schema version is PRAGMA user_version; a newer one is refused, never downgraded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from typing import Final
+
+from lanner.errors import SchemaError
+
+SCHEMA_VERSION: Final = 1
+MIN_SQLITE: Final = (3, 35, 0)  # RETURNING, and json_insert's '$[#]'
+
+SCHEMA: Final = """
+CREATE TABLE jobs (
+    jid              TEXT PRIMARY KEY,
+    klass            TEXT NOT NULL,
+    queue            TEXT NOT NULL,             -- '' once complete
+    data             TEXT NOT NULL,             -- JSON text
+    priority         INTEGER NOT NULL,          -- higher pops first
+    tags             TEXT NOT NULL,             -- JSON array of str
+    state            TEXT NOT NULL,             -- lanner.job.JobState values
+    seq              INTEGER NOT NULL,          -- insertion order, from counters.seq
+    ready_at         REAL NOT NULL,             -- waiting: since when; scheduled: when due;
+                                                -- depends: when its delay ends
+    retries          INTEGER NOT NULL,
+    remaining        INTEGER NOT NULL,
+    worker           TEXT NOT NULL,             -- lock holder while running, else ''
+    expires          REAL NOT NULL,             -- lock expiry while running, else 0
+    grace            INTEGER NOT NULL,          -- 1 once this lock's grace period was granted
+    failure          TEXT,                      -- JSON {group, message, when, worker}
+    failure_group    TEXT,                      -- copy of failure.group, for jobs_failed
+    finished_at      REAL,                      -- when it failed or completed
+    tracked          INTEGER NOT NULL,
+    spawned_from_jid TEXT,
+    history          TEXT NOT NULL              -- JSON array of {what, when, ...}
+);
+CREATE INDEX jobs_work ON jobs(queue, priority DESC, ready_at, seq) WHERE state = 'waiting';
+CREATE INDEX jobs_scheduled ON jobs(queue, ready_at) WHERE state = 'scheduled';
+CREATE INDEX jobs_locks ON jobs(queue, expires) WHERE state = 'running';
+CREATE INDEX jobs_stalled ON jobs(queue, seq) WHERE state = 'stalled';
+CREATE INDEX jobs_depends ON jobs(queue, seq) WHERE state = 'depends';
+CREATE INDEX jobs_failed ON jobs(failure_group, finished_at) WHERE state = 'failed';
+CREATE INDEX jobs_complete ON jobs(finished_at) WHERE state = 'complete';
+
+CREATE TABLE dependencies (
+    jid    TEXT NOT NULL,
+    on_jid TEXT NOT NULL,
+    PRIMARY KEY (jid, on_jid)
+) WITHOUT ROWID;
+CREATE INDEX dependencies_on ON dependencies(on_jid);
+
+CREATE TABLE tags (
+    tag   TEXT NOT NULL,
+    jid   TEXT NOT NULL,
+    added REAL NOT NULL,
+    PRIMARY KEY (tag, jid)
+) WITHOUT ROWID;
+CREATE INDEX tags_jid ON tags(jid);
+
+CREATE TABLE queues (
+    name    TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    paused  INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+CREATE TABLE config (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE counters (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO counters VALUES ('seq', 0), ('complete', 0);
+
+-- Retention by count needs the number of completed jobs on every completion; a counter
+-- kept by triggers costs a row update where COUNT(*) would walk the whole index.
+CREATE TRIGGER complete_in AFTER UPDATE OF state ON jobs
+WHEN new.state = 'complete' AND old.state != 'complete'
+BEGIN UPDATE counters SET value = value + 1 WHERE name = 'complete'; END;
+CREATE TRIGGER complete_out AFTER UPDATE OF state ON jobs
+WHEN old.state = 'complete' AND new.state != 'complete'
+BEGIN UPDATE counters SET value = value - 1 WHERE name = 'complete'; END;
+CREATE TRIGGER complete_deleted AFTER DELETE ON jobs
+WHEN old.state = 'complete'
+BEGIN UPDATE counters SET value = value - 1 WHERE name = 'complete'; END;
+"""
+
+SYNCHRONOUS_MODES: Final = ("off", "normal", "full", "extra")
+
+
+def connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
+    """Open (creating if needed, mode 0600) and check the database at `path`."""
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise SchemaError(
+            f"lanner needs SQLite >= {'.'.join(map(str, MIN_SQLITE))}; "
+            f"this Python has {sqlite3.sqlite_version}"
+        )
+    _create_private(path)
+    # isolation_level=None: lanner issues BEGIN IMMEDIATE itself, so that a transaction
+    # takes the write lock before reading and two poppers can never read the same job.
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        conn.execute("PRAGMA foreign_keys = OFF")
+        _ensure_schema(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _create_private(path: str) -> None:
+    # SQLite creates files with the process umask; jobs may carry secrets, so the file is
+    # created 0600 first. SQLite gives the -wal and -shm files the database file's mode.
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+
+
+def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"{path} uses lanner schema version {version}, but this lanner knows only "
+                f"up to {SCHEMA_VERSION}: upgrade lanner to use this database"
+            )
+        if version == 0:
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+            if tables:
+                raise SchemaError(f"{path} is an SQLite database that lanner did not create")
+            for statement in _statements(SCHEMA):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    """Split the schema into statements (triggers contain ';' inside BEGIN ... END)."""
+    statements: list[str] = []
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if line.lstrip().startswith("--"):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statements.append(buffer.strip())
+            buffer = ""
+    return statements

@@ -1,0 +1,80 @@
+"""The job model: what a job is, whichever engine stores it.
+
+A job is qless's job: an id (`jid`), a task name (`klass`), a queue, JSON `data`, a
+priority (higher runs first), tags, a state, a retry budget, the lock of the worker
+running it, the failure that stopped it, and a capped history of what happened to it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class JobState(StrEnum):
+    WAITING = "waiting"  # ready to be popped
+    SCHEDULED = "scheduled"  # waiting for its delay to pass
+    DEPENDS = "depends"  # waiting for jobs it depends on to complete
+    RUNNING = "running"  # locked by a worker until `expires`
+    STALLED = "stalled"  # its lock was forcibly expired (`timeout`), or ran out
+    FAILED = "failed"  # in a failure group until unfailed, re-put or cancelled
+    COMPLETE = "complete"  # done; kept for the retention period
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    group: str
+    message: str
+    when: float
+    worker: str
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEvent:
+    """One entry of a job's history: `what` happened `when`, with details.
+
+    Engines write `put` (details: `q`), `popped` (`worker`), `done`, `failed` (`group`),
+    `timed-out`, and whatever `log` is given. The first entry is kept when the history
+    is capped at `max-job-history` entries.
+    """
+
+    what: str
+    when: float
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    jid: str
+    klass: str
+    queue: str
+    data: str
+    priority: int
+    tags: tuple[str, ...]
+    state: JobState
+    retries: int
+    remaining: int
+    worker: str
+    expires: float
+    failure: Failure | None
+    dependencies: tuple[str, ...]
+    dependents: tuple[str, ...]
+    spawned_from_jid: str | None
+    tracked: bool
+    history_json: str = field(repr=False)
+
+    @property
+    def history(self) -> tuple[HistoryEvent, ...]:
+        """The job's history, oldest first (decoded on each access; pop does not pay for it)."""
+        events = []
+        for entry in json.loads(self.history_json):
+            what = entry.pop("what")
+            when = entry.pop("when")
+            events.append(HistoryEvent(what, when, entry))
+        return tuple(events)
+
+    def decoded_data(self) -> Any:
+        return json.loads(self.data)

@@ -1,0 +1,98 @@
+"""The one naming rule every engine applies, and the argument checks commands share.
+
+Names are rejected, never rewritten: `my-app` and `myapp` must stay two queues.
+Queue names fit inside SQS's 80-character limit with room for engine suffixes, and
+contain nothing that is special in SQL, Redis glob patterns, file names or URLs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from lanner.errors import InvalidName, MalformedArgument, PayloadTooLarge
+
+QUEUE_NAME_RULE: Final = "a letter, then up to 63 letters, digits, '_' or '-'"
+_QUEUE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+# Jids, workers, groups and tags are identifiers chosen by programs, not by the naming rule
+# of queues: any printable text without control characters, bounded in length.
+_LABEL: Final = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
+
+
+def queue_name(value: object, what: str = "queue") -> str:
+    """Return `value` if it is a valid queue name, else raise `InvalidName`."""
+    if not isinstance(value, str):
+        raise InvalidName(f"{what} name must be a str, not {type(value).__name__}")
+    if _QUEUE_NAME.fullmatch(value) is None:
+        raise InvalidName(f"invalid {what} name {value!r}: it must be {QUEUE_NAME_RULE}")
+    return value
+
+
+def queue_names(values: Sequence[object]) -> list[str]:
+    return [queue_name(v) for v in _sequence(values, "queues")]
+
+
+def label(value: object, what: str) -> str:
+    """Return `value` if it is a valid jid, worker, group, klass or tag."""
+    if not isinstance(value, str):
+        raise MalformedArgument(f"{what} must be a str, not {type(value).__name__}")
+    if _LABEL.fullmatch(value) is None:
+        raise InvalidName(
+            f"invalid {what} {value!r}: it must be 1 to 256 characters without control characters"
+        )
+    return value
+
+
+def labels(values: Sequence[object], what: str) -> list[str]:
+    return [label(v, what) for v in _sequence(values, what)]
+
+
+def unique_labels(values: Sequence[object], what: str) -> list[str]:
+    """Like `labels`, with duplicates dropped and first-seen order kept."""
+    return list(dict.fromkeys(labels(values, what)))
+
+
+def _sequence(values: object, what: str) -> Sequence[object]:
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise MalformedArgument(f"{what} must be a list of str, not {type(values).__name__}")
+    return values
+
+
+def integer(value: object, what: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedArgument(f"{what} must be an int, not {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise MalformedArgument(f"{what} must be >= {minimum}, not {value}")
+    return value
+
+
+def seconds(value: object, what: str) -> float:
+    """A finite, non-negative number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise MalformedArgument(f"{what} must be a finite number >= 0, not {value}")
+    return float(value)
+
+
+def timestamp(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MalformedArgument(f"now must be a finite number (a Unix time), not {value!r}")
+    return float(value)
+
+
+def json_text(value: object, what: str, limit: int) -> str:
+    """Return `value` if it is JSON text of at most `limit` UTF-8 bytes."""
+    if not isinstance(value, str):
+        raise MalformedArgument(f"{what} must be JSON text (a str), not {type(value).__name__}")
+    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise PayloadTooLarge(f"{what} is {size} bytes; this engine accepts at most {limit}")
+    try:
+        json.loads(value)
+    except ValueError as error:
+        raise MalformedArgument(f"{what} is not valid JSON: {error}") from None
+    return value

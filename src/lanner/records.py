@@ -1,0 +1,96 @@
+"""Values that engine commands take and return, other than jobs themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from lanner.job import Job
+
+ConfigValue: TypeAlias = str | int | float
+
+DEFAULT_RETRIES: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """The arguments of one `put`, for `put_many`."""
+
+    queue: str
+    jid: str
+    klass: str
+    data: str = "{}"
+    delay: float = 0.0
+    priority: int | None = None
+    tags: Sequence[str] | None = None
+    retries: int | None = None
+    depends: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    name: str
+    waiting: int
+    stalled: int
+    running: int
+    scheduled: int
+    depends: int
+    recurring: int
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    total: int
+    jobs: tuple[Job, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TimingStats:
+    """Count, mean and standard deviation (seconds) and a 148-bucket histogram.
+
+    Buckets: 60 of one second, 59 of one minute (from 1 min), 23 of one hour (from 1 h),
+    then 6 of one day (from 1 day).
+    """
+
+    count: int
+    mean: float
+    std: float
+    histogram: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    retries: int
+    failed: int
+    failures: int
+    wait: TimingStats
+    run: TimingStats
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerCounts:
+    name: str
+    jobs: int
+    stalled: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerJobs:
+    jobs: tuple[str, ...]
+    stalled: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RecurringJob:
+    jid: str
+    klass: str
+    queue: str
+    data: str
+    priority: int
+    tags: tuple[str, ...]
+    retries: int
+    interval: float
+    count: int
+    backlog: int
