@@ -55,7 +55,13 @@ def _event(what: str, when: float, **details: object) -> str:
 
 
 def _json_list(values: Sequence[str]) -> str:
-    return json.dumps(list(values), separators=(",", ":"))
+    return json.dumps(list(values), separators=(",", ":")) if values else "[]"
+
+
+def _put_event(queue: str, now: float) -> str:
+    # The hottest event: queue names need no JSON escaping (names.queue_name) and `now` is
+    # finite, so plain formatting gives the same text as _event, several times faster.
+    return f'{{"what":"put","when":{now!r},"q":"{queue}"}}'
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +353,7 @@ class SQLiteEngine:
             "INSERT INTO jobs (jid, klass, queue, data, priority, tags, state, seq, ready_at, "
             "retries, remaining, worker, expires, grace, tracked, history) "
             "VALUES (:jid, :klass, :queue, :data, :priority, :tags, :state, :seq, :ready_at, "
-            ":retries, :retries, '', 0, 0, 0, json_array(json(:event))) "
+            ":retries, :retries, '', 0, 0, 0, '[' || :event || ']') "
             "ON CONFLICT(jid) DO UPDATE SET klass = excluded.klass, queue = excluded.queue, "
             "data = excluded.data, priority = excluded.priority, tags = excluded.tags, "
             "state = excluded.state, seq = excluded.seq, ready_at = excluded.ready_at, "
@@ -411,7 +417,7 @@ class SQLiteEngine:
             "state": state.value,
             "ready_at": now + job.delay,
             "retries": retries,
-            "event": _event("put", now, q=job.queue),
+            "event": _put_event(job.queue, now),
             "cap": cap,
             # Not SQL parameters: what the caller stores beside the job row.
             "new_dependencies": new_dependencies,

@@ -1,0 +1,122 @@
+"""What only the SQLite engine promises: its file, its pragmas, its schema version, its URL."""
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+
+from lanner import MalformedArgument, SchemaError, open_engine
+from lanner.engines.sqlite import SQLiteEngine, SQLiteOptions
+from lanner.engines.sqlite.schema import SCHEMA_VERSION
+
+
+def test_database_file_is_created_private(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with SQLiteEngine(path) as engine:
+        engine.put("q", "a", "K", now=1)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    wal = Path(f"{path}-wal")
+    if wal.exists():
+        assert stat.S_IMODE(os.stat(wal).st_mode) == 0o600
+
+
+def pragma(engine: SQLiteEngine, name: str) -> object:
+    return engine._connection().execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def test_wal_and_synchronous_full_by_default(tmp_path: Path) -> None:
+    with SQLiteEngine(tmp_path / "jobs.db") as engine:
+        assert pragma(engine, "journal_mode") == "wal"
+        assert pragma(engine, "synchronous") == 2  # FULL
+
+
+def test_synchronous_is_configurable_from_the_url(tmp_path: Path) -> None:
+    engine = open_engine(f"sqlite:///{tmp_path}/jobs.db?synchronous=normal")
+    assert isinstance(engine, SQLiteEngine)
+    with engine:
+        assert pragma(engine, "synchronous") == 1  # NORMAL
+
+
+def test_url_options_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(MalformedArgument, match="unknown SQLite option"):
+        open_engine(f"sqlite:///{tmp_path}/jobs.db?synchronus=full")
+    with pytest.raises(MalformedArgument, match="synchronous must be one of"):
+        open_engine(f"sqlite:///{tmp_path}/jobs.db?synchronous=fast")
+    with pytest.raises(MalformedArgument, match="not a number"):
+        open_engine(f"sqlite:///{tmp_path}/jobs.db?busy_timeout=soon")
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "postgres://x/y", "jobs.db"])
+def test_bad_urls_are_rejected(url: str) -> None:
+    with pytest.raises(MalformedArgument):
+        open_engine(url)
+
+
+def test_relative_url_path_is_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    engine = open_engine("sqlite:///relative.db")
+    assert isinstance(engine, SQLiteEngine)
+    engine.close()
+    assert engine.path == str(tmp_path / "relative.db")
+
+
+def test_options_default_to_durable() -> None:
+    assert SQLiteOptions().synchronous == "full"
+
+
+def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    SQLiteEngine(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(SchemaError, match="upgrade lanner"):
+        SQLiteEngine(path)
+
+
+def test_foreign_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE mine (x)")
+    with pytest.raises(SchemaError, match="did not create"):
+        SQLiteEngine(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM mine").fetchone() == (0,)
+
+
+def test_reopening_keeps_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with SQLiteEngine(path) as engine:
+        engine.put("q", "a", "K", '{"n": 1}', now=1)
+    with SQLiteEngine(path) as engine:
+        job = engine.get("a")
+        assert job is not None
+        assert job.data == '{"n": 1}'
+
+
+def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
+    engine = SQLiteEngine(tmp_path / "jobs.db")
+    engine.put("q", "a", "K", now=1)
+    parent_connection = engine._connection()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: pop through the inherited engine object
+        os.close(read)
+        try:
+            jobs = engine.pop("q", "child", now=2)
+            ok = [job.jid for job in jobs] == [
+                "a"
+            ] and engine._connection() is not parent_connection
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(pid, 0)
+    job = engine.get("a")
+    assert job is not None
+    assert job.worker == "child"
+    assert engine._connection() is parent_connection
