@@ -101,6 +101,10 @@ class SQLiteEngine:
         self.path = os.path.abspath(os.fspath(path))
         self.options = options or SQLiteOptions()
         self._lock = threading.Lock()
+        # Commits of this engine's own connection do not change PRAGMA data_version for
+        # it, so blocked pops of this process are woken by this condition instead.
+        self._committed = threading.Condition(self._lock)
+        self._commits = 0
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         # A connection inherited through fork must never be used or closed by the child
@@ -144,10 +148,14 @@ class SQLiteEngine:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                conn.execute("COMMIT")
+                self._commits += 1
+                self._committed.notify_all()
             except BaseException:
-                conn.execute("ROLLBACK")
+                # Also after a failed COMMIT: the connection must never stay mid-transaction.
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -446,10 +454,10 @@ class SQLiteEngine:
         count = names.integer(count, "count", 1)
         wait = names.seconds(wait, "wait")
         fixed_now = None if now is None else names.timestamp(now)
-        jobs, version, due = self._pop_once(queue, worker, count, fixed_now)
+        jobs, versions, due = self._pop_once(queue, worker, count, fixed_now)
         if jobs or wait == 0:
             return jobs
-        return self._pop_blocking(queue, worker, count, fixed_now, wait, version, due)
+        return self._pop_blocking(queue, worker, count, fixed_now, wait, versions, due)
 
     def _pop_blocking(
         self,
@@ -458,14 +466,15 @@ class SQLiteEngine:
         count: int,
         fixed_now: float | None,
         wait: float,
-        version: int,
+        versions: tuple[int, int],
         due: float,
     ) -> list[Job]:
-        """Wait for another connection's commit (PRAGMA data_version) or for `due`.
+        """Wait for a commit (another process's, or this engine's) or for `due`, then pop.
 
-        data_version is read from SQLite's shared memory: a check costs microseconds and
-        no disk I/O, so checking every few milliseconds is cheap while it keeps pickup
-        latency low. The pause doubles from 0.1 ms up to `poll_interval`.
+        Other processes' commits change PRAGMA data_version, which SQLite reads from shared
+        memory: a check costs microseconds and no disk I/O, so checking every few
+        milliseconds keeps pickup latency low at little cost. The pause doubles from
+        0.1 ms up to `poll_interval`; commits of this engine wake the wait at once.
         """
         deadline = time.monotonic() + wait
         pause = 0.0001
@@ -473,26 +482,31 @@ class SQLiteEngine:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            time.sleep(min(pause, remaining))
-            pause = min(pause * 2, self.options.poll_interval)
             with self._lock:
-                current = self._connection().execute("PRAGMA data_version").fetchone()[0]
+                if self._commits == versions[1]:
+                    self._committed.wait(min(pause, remaining))
+                current = (
+                    self._connection().execute("PRAGMA data_version").fetchone()[0],
+                    self._commits,
+                )
+            pause = min(pause * 2, self.options.poll_interval)
             clock = time.time() if fixed_now is None else fixed_now
-            if current == version and clock < due:
+            if current == versions and clock < due:
                 continue
-            jobs, version, due = self._pop_once(queue, worker, count, fixed_now)
+            jobs, versions, due = self._pop_once(queue, worker, count, fixed_now)
             if jobs:
                 return jobs
             pause = 0.0001
 
     def _pop_once(
         self, queue: str, worker: str, count: int, fixed_now: float | None
-    ) -> tuple[list[Job], int, float]:
-        """One pop transaction; also the data_version and when something next falls due."""
+    ) -> tuple[list[Job], tuple[int, int], float]:
+        """One pop transaction; also the commit versions after it and when something falls due."""
         with self._write() as conn:
             now = time.time() if fixed_now is None else fixed_now
             jobs = self._take(conn, queue, worker, count, now)
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            # Read under the write lock, so no commit can slip in unseen; +1 is this one.
+            versions = (conn.execute("PRAGMA data_version").fetchone()[0], self._commits + 1)
             due = float("inf")
             if not jobs:
                 row = conn.execute(
@@ -502,7 +516,7 @@ class SQLiteEngine:
                     {"q": queue},
                 ).fetchone()
                 due = min((value for value in row if value is not None), default=due)
-        return jobs, version, due
+        return jobs, versions, due
 
     def _take(
         self, conn: sqlite3.Connection, queue: str, worker: str, count: int, now: float
@@ -511,7 +525,7 @@ class SQLiteEngine:
         if row is not None and row[0]:
             return []
         config = self._config(conn)
-        limit = self._concurrency_room(conn, config, queue, count)
+        limit = self._concurrency_room(conn, config, queue, count, now)
         if limit <= 0:
             return []
         cap = self._history_cap(config)
@@ -549,13 +563,21 @@ class SQLiteEngine:
         return jobs
 
     def _concurrency_room(
-        self, conn: sqlite3.Connection, config: Mapping[str, ConfigValue], queue: str, count: int
+        self,
+        conn: sqlite3.Connection,
+        config: Mapping[str, ConfigValue],
+        queue: str,
+        count: int,
+        now: float,
     ) -> int:
         maximum = int(self._number(config, f"{queue}-max-concurrency"))
         if maximum <= 0:
             return count
+        # Expired locks do not count: their jobs are about to be handed over, and a dead
+        # worker must not hold the queue's capacity forever.
         (running,) = conn.execute(
-            "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'running'", (queue,)
+            "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'running' AND expires > ?",
+            (queue, now),
         ).fetchone()
         return min(count, maximum - int(running))
 
@@ -1111,11 +1133,12 @@ class SQLiteEngine:
                 raise MalformedArgument(f"jobs(): state {state!r} needs a queue")
             page["queue"] = names.queue_name(queue)
             sql = {
-                "waiting": "state = 'waiting' ORDER BY priority DESC, ready_at, seq",
+                "waiting": "(state = 'waiting' OR (state = 'scheduled' AND ready_at <= :now)) "
+                "ORDER BY priority DESC, ready_at, seq",
                 "running": "state = 'running' AND expires > :now ORDER BY expires, seq",
                 "stalled": "((state = 'running' AND expires <= :now) OR state = 'stalled') "
                 "ORDER BY expires, seq",
-                "scheduled": "state = 'scheduled' ORDER BY ready_at, seq",
+                "scheduled": "state = 'scheduled' AND ready_at > :now ORDER BY ready_at, seq",
                 "depends": "state = 'depends' ORDER BY seq",
             }[state]
             sql = "queue = :queue AND " + sql

@@ -1,0 +1,190 @@
+"""Capabilities: what an engine lacks it refuses with `Unsupported`, never a silent no-op."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from lanner import Capability, Engine, LannerError, NewJob, Unsupported
+
+from .helpers import T0, get, in_state
+
+NOW = T0 + 1
+
+# What the docs promise each engine has (docs/protocol.md, "Engines").
+DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
+    "sqlite": frozenset(
+        {
+            Capability.PRIORITY,
+            Capability.DELAY,
+            Capability.TIMEOUT,
+            Capability.PAUSE,
+            Capability.MAX_CONCURRENCY,
+            Capability.BLOCKING_POP,
+            Capability.DEPENDENCIES,
+            Capability.TAGS,
+            Capability.LOG,
+        }
+    ),
+}
+
+Command = Callable[[Engine], object]
+
+# For each capability, calls of its commands that are valid in the `world` below.
+COMMANDS: dict[Capability, dict[str, Command]] = {
+    Capability.PRIORITY: {
+        "priority": lambda e: e.priority("wait1", 3, now=NOW),
+        "put(priority=)": lambda e: e.put("q", "new", "Task", priority=3, now=NOW),
+    },
+    Capability.DELAY: {
+        "put(delay=)": lambda e: e.put("q", "new", "Task", delay=5, now=NOW),
+        "retry(delay=)": lambda e: e.retry("run1", "q", "w1", delay=5, now=NOW),
+        "complete(delay=)": lambda e: e.complete("run1", "w1", "q", next="q", delay=5, now=NOW),
+    },
+    Capability.TIMEOUT: {"timeout": lambda e: e.timeout(["run1"], now=NOW)},
+    Capability.PAUSE: {
+        "pause": lambda e: e.pause(["q"], now=NOW),
+        "unpause": lambda e: e.unpause(["q"], now=NOW),
+    },
+    Capability.MAX_CONCURRENCY: {
+        "config_set(<queue>-max-concurrency)": lambda e: e.config_set(
+            "q-max-concurrency", 1, now=NOW
+        ),
+    },
+    Capability.BLOCKING_POP: {"pop(wait=)": lambda e: e.pop("empty", "w1", wait=0.2)},
+    Capability.DEPENDENCIES: {
+        "put(depends=)": lambda e: e.put("q", "new", "Task", depends=["wait1"], now=NOW),
+        "complete(depends=)": lambda e: e.complete(
+            "run1", "w1", "q", next="q", depends=["wait1"], now=NOW
+        ),
+        "depends_add": lambda e: e.depends_add("wait1", ["run1"], now=NOW),
+        "depends_remove": lambda e: e.depends_remove("wait1", None, now=NOW),
+    },
+    Capability.TAGS: {
+        "put(tags=)": lambda e: e.put("q", "new", "Task", tags=["t"], now=NOW),
+        "tag_add": lambda e: e.tag_add("wait1", ["t"], now=NOW),
+        "tag_remove": lambda e: e.tag_remove("wait1", ["t"], now=NOW),
+        "tagged": lambda e: e.tagged("t", now=NOW),
+        "tags_top": lambda e: e.tags_top(now=NOW),
+    },
+    Capability.TRACKING: {
+        "track": lambda e: e.track("wait1", now=NOW),
+        "untrack": lambda e: e.untrack("wait1", now=NOW),
+        "tracked": lambda e: e.tracked(now=NOW),
+    },
+    Capability.LOG: {"log": lambda e: e.log("wait1", "note", {"k": 1}, now=NOW)},
+    Capability.STATS: {"stats": lambda e: e.stats("q", T0, now=NOW)},
+    Capability.WORKERS: {
+        "workers": lambda e: e.workers(now=NOW),
+        "worker_jobs": lambda e: e.worker_jobs("w1", now=NOW),
+        "worker_deregister": lambda e: e.worker_deregister(["w1"], now=NOW),
+    },
+    Capability.RECURRING: {
+        "recur": lambda e: e.recur("q", "rec", "Task", "{}", 60.0, now=NOW),
+        "unrecur": lambda e: e.unrecur("rec", now=NOW),
+        "recur_get": lambda e: e.recur_get("rec", now=NOW),
+        "recur_update": lambda e: e.recur_update("rec", {"priority": 1}, now=NOW),
+        "recur_tag": lambda e: e.recur_tag("rec", ["t"], now=NOW),
+        "recur_untag": lambda e: e.recur_untag("rec", ["t"], now=NOW),
+    },
+    Capability.QUEUE_FORGET: {"queue_forget": lambda e: e.queue_forget(["q"], now=NOW)},
+}
+
+
+def world(engine: Engine) -> None:
+    in_state(engine, "running", "run1", "q")
+    in_state(engine, "waiting", "wait1", "q")
+
+
+def state(engine: Engine) -> object:
+    return (
+        engine.queues(now=NOW),
+        engine.multiget(["run1", "wait1", "new"], now=NOW),
+        engine.config_all(now=NOW),
+    )
+
+
+def test_every_capability_has_commands_listed_here() -> None:
+    assert set(COMMANDS) == set(Capability)
+
+
+def test_capabilities_is_a_frozenset_of_capability(engine: Engine) -> None:
+    assert isinstance(engine.capabilities, frozenset)
+    assert all(isinstance(c, Capability) for c in engine.capabilities)
+
+
+def test_engine_name_is_the_one_opened(engine: Engine, engine_name: str) -> None:
+    assert engine.name == engine_name
+
+
+def test_capabilities_are_the_documented_ones(engine: Engine, engine_name: str) -> None:
+    if engine_name not in DOCUMENTED_CAPABILITIES:
+        pytest.skip(f"docs/protocol.md lists no capabilities for {engine_name}")
+    assert engine.capabilities == DOCUMENTED_CAPABILITIES[engine_name]
+
+
+def test_max_data_bytes_is_a_positive_int(engine: Engine) -> None:
+    assert isinstance(engine.max_data_bytes, int)
+    assert engine.max_data_bytes > 0
+
+
+def test_every_missing_capability_raises_unsupported_and_changes_nothing(engine: Engine) -> None:
+    world(engine)
+    missing = [c for c in Capability if c not in engine.capabilities]
+    problems: list[str] = []
+    for capability in missing:
+        for command, call in COMMANDS[capability].items():
+            before = state(engine)
+            try:
+                call(engine)
+            except Unsupported as error:
+                if error.capability != capability.value:
+                    problems.append(f"{command}: names capability {error.capability!r}")
+                if capability.value not in str(error):
+                    problems.append(f"{command}: message does not name {capability.value!r}")
+            except Exception as error:
+                problems.append(f"{command}: raised {type(error).__name__}: {error}")
+            else:
+                problems.append(f"{command}: did not raise Unsupported")
+            if state(engine) != before:
+                problems.append(f"{command}: changed the store")
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("capability", "command"),
+    [
+        pytest.param(capability, command, id=command)
+        for capability, commands in COMMANDS.items()
+        for command in commands
+    ],
+)
+def test_present_capabilities_do_not_raise_unsupported(
+    engine: Engine, capability: Capability, command: str
+) -> None:
+    if capability not in engine.capabilities:
+        pytest.skip(f"{engine.name} engine lacks {capability.value}")
+    world(engine)
+    try:
+        COMMANDS[capability][command](engine)
+    except Unsupported:
+        pytest.fail(f"{command} raised Unsupported though {capability.value} is present")
+    except LannerError:
+        pass  # a command refusing this particular world is other tests' business
+
+
+def test_core_commands_never_raise_unsupported(engine: Engine) -> None:
+    world(engine)
+    engine.put_many([NewJob("q", "new", "Task")], now=NOW)
+    engine.requeue("q2", "new", "Task", now=NOW)
+    engine.peek("q", now=NOW)
+    engine.heartbeat("run1", "w1", now=NOW)
+    engine.complete_many(["run1"], "w1", "q", now=NOW)
+    engine.queues(now=NOW)
+    engine.length("q", now=NOW)
+    engine.failed_groups(now=NOW)
+    engine.failed("boom", now=NOW)
+    engine.unfail("q", "boom", now=NOW)
+    engine.cancel(["new"], now=NOW)
+    assert get(engine, "run1", NOW).state == "complete"
