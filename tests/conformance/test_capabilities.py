@@ -25,6 +25,9 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.DEPENDENCIES,
             Capability.TAGS,
             Capability.LOG,
+            Capability.TRACKING,
+            Capability.WORKERS,
+            Capability.QUEUE_FORGET,
         }
     ),
 }

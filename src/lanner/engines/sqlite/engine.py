@@ -94,6 +94,9 @@ class SQLiteEngine:
             Capability.DEPENDENCIES,
             Capability.TAGS,
             Capability.LOG,
+            Capability.TRACKING,
+            Capability.WORKERS,
+            Capability.QUEUE_FORGET,
         }
     )
 
@@ -525,6 +528,11 @@ class SQLiteEngine:
         if row is not None and row[0]:
             return []
         config = self._config(conn)
+        conn.execute(
+            "INSERT INTO workers (name, last_seen) VALUES (?, ?) "
+            "ON CONFLICT(name) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+            (worker, now),
+        )
         limit = self._concurrency_room(conn, config, queue, count, now)
         if limit <= 0:
             return []
@@ -1331,25 +1339,68 @@ class SQLiteEngine:
         raise Unsupported(self.name, command, capability.value)
 
     def track(self, jid: str, *, now: float | None = None) -> None:
-        self._unsupported("track", Capability.TRACKING)
+        self._set_tracked(jid, True, "track")
 
     def untrack(self, jid: str, *, now: float | None = None) -> None:
-        self._unsupported("untrack", Capability.TRACKING)
+        self._set_tracked(jid, False, "untrack")
+
+    def _set_tracked(self, jid: str, tracked: bool, command: str) -> None:
+        jid = names.label(jid, "jid")
+        with self._write() as conn:
+            updated = conn.execute(
+                "UPDATE jobs SET tracked = ? WHERE jid = ?", (int(tracked), jid)
+            ).rowcount
+            if not updated:
+                raise JobNotFound(jid, command)
 
     def tracked(self, *, now: float | None = None) -> list[Job]:
-        self._unsupported("tracked", Capability.TRACKING)
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_JOB_COLUMNS} FROM jobs WHERE tracked = 1 ORDER BY seq"
+            ).fetchall()
+            return self._jobs(conn, rows)
 
     def stats(self, queue: str, date: float, *, now: float | None = None) -> QueueStats:
         self._unsupported("stats", Capability.STATS)
 
     def workers(self, *, now: float | None = None) -> list[WorkerCounts]:
-        self._unsupported("workers", Capability.WORKERS)
+        at = _now(now)
+        with self._write() as conn:
+            max_age = self._number(self._config(conn), "max-worker-age")
+            conn.execute("DELETE FROM workers WHERE last_seen < ?", (at - max_age,))
+            rows = conn.execute(
+                "SELECT name, "
+                "  (SELECT count(*) FROM jobs WHERE worker = name AND state = 'running' "
+                "   AND expires > :now), "
+                "  (SELECT count(*) FROM jobs WHERE worker = name AND state = 'running' "
+                "   AND expires <= :now) "
+                "FROM workers ORDER BY last_seen DESC, name",
+                {"now": at},
+            ).fetchall()
+        return [WorkerCounts(name, jobs, stalled) for name, jobs, stalled in rows]
 
     def worker_jobs(self, worker: str, *, now: float | None = None) -> WorkerJobs:
-        self._unsupported("worker_jobs", Capability.WORKERS)
+        worker = names.label(worker, "worker")
+        at = _now(now)
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT jid, expires > ? FROM jobs WHERE worker = ? AND state = 'running' "
+                    "ORDER BY expires, jid",
+                    (at, worker),
+                )
+                .fetchall()
+            )
+        return WorkerJobs(
+            jobs=tuple(jid for jid, live in rows if live),
+            stalled=tuple(jid for jid, live in rows if not live),
+        )
 
     def worker_deregister(self, workers: Sequence[str], *, now: float | None = None) -> None:
-        self._unsupported("worker_deregister", Capability.WORKERS)
+        checked = names.labels(workers, "workers")
+        with self._write() as conn:
+            conn.executemany("DELETE FROM workers WHERE name = ?", [(w,) for w in checked])
 
     def recur(
         self,
@@ -1386,7 +1437,9 @@ class SQLiteEngine:
         self._unsupported("recur_untag", Capability.RECURRING)
 
     def queue_forget(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        self._unsupported("queue_forget", Capability.QUEUE_FORGET)
+        checked = names.queue_names(queues)
+        with self._write() as conn:
+            conn.executemany("DELETE FROM queues WHERE name = ?", [(q,) for q in checked])
 
 
 def _now(now: float | None) -> float:

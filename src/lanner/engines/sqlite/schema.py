@@ -6,6 +6,7 @@ One database file holds everything; every process on the machine may open it.
     dependencies    (jid, on_jid): job `jid` waits for job `on_jid` to complete
     tags            (tag, jid, added): the index behind `tagged`; jobs.tags is the truth
     queues          every queue seen (put or paused), and whether it is paused
+    workers         every worker that popped, with when it was last seen
     config          config_set values, JSON-encoded; defaults live in lanner.engine
     counters        `seq` (insertion order of jobs) and `complete` (completed jobs kept)
 
@@ -19,6 +20,7 @@ listings reads only the jobs in that state:
     jobs_depends    jobs waiting on dependencies
     jobs_failed     failed jobs: (failure_group, finished_at)
     jobs_complete   complete jobs: (finished_at) for retention
+    jobs_worker     running jobs by worker, for the worker registry
 
 The schema version is PRAGMA user_version; a newer one is refused, never downgraded.
 """
@@ -66,6 +68,7 @@ CREATE INDEX jobs_stalled ON jobs(queue, seq) WHERE state = 'stalled';
 CREATE INDEX jobs_depends ON jobs(queue, seq) WHERE state = 'depends';
 CREATE INDEX jobs_failed ON jobs(failure_group, finished_at) WHERE state = 'failed';
 CREATE INDEX jobs_complete ON jobs(finished_at) WHERE state = 'complete';
+CREATE INDEX jobs_worker ON jobs(worker, expires) WHERE state = 'running';
 
 CREATE TABLE dependencies (
     jid    TEXT NOT NULL,
@@ -86,6 +89,11 @@ CREATE TABLE queues (
     name    TEXT PRIMARY KEY,
     created REAL NOT NULL,
     paused  INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+CREATE TABLE workers (
+    name      TEXT PRIMARY KEY,
+    last_seen REAL NOT NULL
 ) WITHOUT ROWID;
 
 CREATE TABLE config (
