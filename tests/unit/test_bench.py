@@ -1,0 +1,83 @@
+"""Tests of `lanner bench`: the percentile helpers, the child processes, a smoke run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from lanner.bench.engine import BenchError, ChildGroup, drain_worker, run_engine_benchmark
+from lanner.bench.stats import Percentiles, percentile
+from lanner.cli import main
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    values = [float(n) for n in range(1, 101)]
+    assert percentile(values, 0) == 1.0
+    assert percentile(values, 100) == 100.0
+    assert percentile(values, 50) == pytest.approx(50.5)
+    assert percentile(values, 95) == pytest.approx(95.05)
+    assert percentile([3.0], 99) == 3.0
+
+
+def test_percentile_does_not_depend_on_order() -> None:
+    assert percentile([5.0, 1.0, 3.0], 50) == 3.0
+
+
+@pytest.mark.parametrize("q", [-1.0, 100.5, math.nan])
+def test_percentile_rejects_bad_rank(q: float) -> None:
+    with pytest.raises(ValueError, match="between 0 and 100"):
+        percentile([1.0], q)
+
+
+def test_percentile_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 50)
+
+
+def test_percentiles_scale() -> None:
+    summary = Percentiles.of([0.001, 0.002, 0.004], scale=1000.0)
+    assert summary.p50 == pytest.approx(2.0)
+    assert summary.max == pytest.approx(4.0)
+    assert summary.count == 3
+    assert set(summary.as_dict()) == {"p50", "p95", "p99", "max"}
+
+
+@pytest.mark.parametrize(("jobs", "batch", "samples"), [(0, 1, 1), (1, 0, 1), (1, 1, 0)])
+def test_benchmark_rejects_empty_sizes(jobs: int, batch: int, samples: int) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        run_engine_benchmark(None, jobs, batch, samples)
+
+
+@pytest.mark.slow
+def test_child_failure_is_reported_with_its_traceback() -> None:
+    with ChildGroup() as group:
+        group.spawn(drain_worker, "nope://store", "q", "w", 1)
+        with pytest.raises(BenchError, match="unknown broker URL scheme"):
+            group.wait_ready()
+
+
+@pytest.mark.slow
+def test_bench_engine_json_smoke() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["bench", "engine", "--jobs", "200", "--batch", "20", "--samples", "5", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["jobs"] == 200
+    assert report["batch"] == 20
+    assert report["samples"] == 5
+    assert report["url"].startswith("sqlite:///")
+    assert report["synchronous"] == "full"
+    for key in ("put_single_per_s", "put_batch_per_s", "drain_1proc_per_s", "drain_2proc_per_s"):
+        assert isinstance(report[key], float)
+        assert report[key] > 0, key
+    assert set(report["pickup_ms"]) == {"p50", "p95", "p99", "max"}
+    for name, ms in report["pickup_ms"].items():
+        assert ms > 0, name
+    assert report["pickup_ms"]["max"] >= report["pickup_ms"]["p50"]
+    assert set(report["machine"]) == {"platform", "cpu_count", "python", "sqlite", "lanner"}
+    assert report["machine"]["cpu_count"] >= 1
