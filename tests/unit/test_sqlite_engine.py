@@ -3,6 +3,7 @@
 import os
 import sqlite3
 import stat
+import threading
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,28 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
     assert job is not None
     assert job.worker == "child"
     assert engine._connection() is parent_connection
+
+
+def test_idle_blocked_pops_do_not_write(tmp_path: Path) -> None:
+    """Two workers blocked on an empty queue must not wake each other with writes."""
+    path = tmp_path / "jobs.db"
+    observer = SQLiteEngine(path)
+    workers = [SQLiteEngine(path) for _ in range(2)]
+    for index, engine in enumerate(workers):  # each registers itself once, now
+        assert engine.pop("q", f"w{index}") == []
+    version = observer._connection().execute("PRAGMA data_version").fetchone()[0]
+    results: list[list[object]] = []
+    threads = [
+        threading.Thread(
+            target=lambda e=engine, i=index: results.append(list(e.pop("q", f"w{i}", wait=0.4)))
+        )
+        for index, engine in enumerate(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert results == [[], []]
+    assert observer._connection().execute("PRAGMA data_version").fetchone()[0] == version
+    for engine in [observer, *workers]:
+        engine.close()

@@ -269,10 +269,7 @@ class SQLiteEngine:
         now: float | None = None,
     ) -> str:
         job = self._check_put(queue, jid, klass, data, delay, priority, tags, retries, depends)
-        at = _now(now)
-        with self._write() as conn:
-            self._store(conn, [job], at, self._config(conn))
-        return job.jid
+        return self._put_one("put", job, _now(now))
 
     def put_many(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[str]:
         if not isinstance(jobs, Sequence):
@@ -309,11 +306,16 @@ class SQLiteEngine:
         now: float | None = None,
     ) -> str:
         job = self._check_put(queue, jid, klass, data, delay, priority, tags, retries, depends)
-        at = _now(now)
+        return self._put_one("requeue", job, _now(now))
+
+    def _put_one(self, command: str, job: _Put, now: float) -> str:
         with self._write() as conn:
-            if conn.execute("SELECT 1 FROM jobs WHERE jid = ?", (job.jid,)).fetchone() is None:
-                raise JobNotFound(job.jid, "requeue")
-            self._store(conn, [job], at, self._config(conn))
+            if (
+                command == "requeue"
+                and conn.execute("SELECT 1 FROM jobs WHERE jid = ?", (job.jid,)).fetchone() is None
+            ):
+                raise JobNotFound(job.jid, command)
+            self._store(conn, [job], now, self._config(conn))
         return job.jid
 
     def _store(
@@ -496,6 +498,11 @@ class SQLiteEngine:
             clock = time.time() if fixed_now is None else fixed_now
             if current == versions and clock < due:
                 continue
+            # A read first: an empty pop writing (and fsyncing) would wake every other
+            # blocked worker, which would do the same, and so on.
+            if not self._has_work(queue, clock):
+                versions, due = current, self._next_due(queue)
+                continue
             jobs, versions, due = self._pop_once(queue, worker, count, fixed_now)
             if jobs:
                 return jobs
@@ -510,16 +517,40 @@ class SQLiteEngine:
             jobs = self._take(conn, queue, worker, count, now)
             # Read under the write lock, so no commit can slip in unseen; +1 is this one.
             versions = (conn.execute("PRAGMA data_version").fetchone()[0], self._commits + 1)
-            due = float("inf")
-            if not jobs:
-                row = conn.execute(
-                    "SELECT (SELECT min(ready_at) FROM jobs "
-                    "        WHERE queue = :q AND state = 'scheduled'), "
-                    "       (SELECT min(expires) FROM jobs WHERE queue = :q AND state = 'running')",
-                    {"q": queue},
-                ).fetchone()
-                due = min((value for value in row if value is not None), default=due)
+            due = float("inf") if jobs else self._next_due(queue, conn)
         return jobs, versions, due
+
+    def _has_work(self, queue: str, now: float) -> bool:
+        """Whether a pop of `queue` at `now` would take or change anything (a read only)."""
+        with self._read() as conn:
+            paused = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
+            if paused is not None and paused[0]:
+                return False
+            if self._concurrency_room(conn, self._config(conn), queue, 1, now) <= 0:
+                return False
+            (found,) = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'waiting') "
+                "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'stalled') "
+                "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'scheduled' "
+                "  AND ready_at <= :now) "
+                "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'running' "
+                "  AND expires <= :now)",
+                {"q": queue, "now": now},
+            ).fetchone()
+            return bool(found)
+
+    def _next_due(self, queue: str, conn: sqlite3.Connection | None = None) -> float:
+        """When the queue's earliest scheduled job or lock falls due (inf: never)."""
+        query = (
+            "SELECT (SELECT min(ready_at) FROM jobs WHERE queue = :q AND state = 'scheduled'), "
+            "       (SELECT min(expires) FROM jobs WHERE queue = :q AND state = 'running')"
+        )
+        if conn is None:
+            with self._lock:
+                row = self._connection().execute(query, {"q": queue}).fetchone()
+        else:
+            row = conn.execute(query, {"q": queue}).fetchone()
+        return min((value for value in row if value is not None), default=float("inf"))
 
     def _take(
         self, conn: sqlite3.Connection, queue: str, worker: str, count: int, now: float
@@ -528,9 +559,12 @@ class SQLiteEngine:
         if row is not None and row[0]:
             return []
         config = self._config(conn)
+        # Refreshed at most once a second: an idle worker's empty pops must not write,
+        # or each commit would wake every other blocked worker (see _pop_blocking).
         conn.execute(
-            "INSERT INTO workers (name, last_seen) VALUES (?, ?) "
-            "ON CONFLICT(name) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)",
+            "INSERT INTO workers (name, last_seen) VALUES (?, ?) ON CONFLICT(name) "
+            "DO UPDATE SET last_seen = excluded.last_seen "
+            "WHERE excluded.last_seen >= last_seen + 1",
             (worker, now),
         )
         limit = self._concurrency_room(conn, config, queue, count, now)
