@@ -92,7 +92,12 @@ def json_text(value: object, what: str, limit: int) -> str:
     if size > limit:
         raise PayloadTooLarge(f"{what} is {size} bytes; this engine accepts at most {limit}")
     try:
-        json.loads(value)
+        json.loads(value, parse_constant=_reject_constant)
     except ValueError as error:
         raise MalformedArgument(f"{what} is not valid JSON: {error}") from None
     return value
+
+
+def _reject_constant(name: str) -> object:
+    # Python's json accepts NaN and Infinity, which JSON (and other languages' clients) do not.
+    raise ValueError(f"{name} is not JSON")

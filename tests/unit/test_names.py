@@ -65,6 +65,8 @@ def test_json_text_checks_type_syntax_and_size() -> None:
     assert names.json_text('{"a": 1}', "data", 100) == '{"a": 1}'
     with pytest.raises(MalformedArgument, match="not valid JSON"):
         names.json_text("{", "data", 100)
+    with pytest.raises(MalformedArgument, match="NaN is not JSON"):
+        names.json_text('{"a": NaN}', "data", 100)
     with pytest.raises(MalformedArgument, match="JSON text"):
         names.json_text({"a": 1}, "data", 100)
     with pytest.raises(PayloadTooLarge, match="10 bytes"):
