@@ -28,6 +28,8 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.TRACKING,
             Capability.WORKERS,
             Capability.QUEUE_FORGET,
+            Capability.STATS,
+            Capability.RECURRING,
         }
     ),
 }

@@ -13,16 +13,18 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 from lanner import names
 from lanner.engine import CONFIG_DEFAULTS, Capability
+from lanner.engines.sqlite import stats
 from lanner.engines.sqlite.options import SQLiteOptions
+from lanner.engines.sqlite.recurring import due_runs
 from lanner.engines.sqlite.schema import connect
-from lanner.errors import InvalidState, JobNotFound, LockLost, MalformedArgument, Unsupported
+from lanner.errors import InvalidState, JobNotFound, LockLost, MalformedArgument
 from lanner.job import Failure, Job, JobState
 from lanner.records import (
     DEFAULT_RETRIES,
@@ -77,6 +79,8 @@ class _Put:
     tags: list[str] | None
     retries: int | None
     depends: list[str] | None
+    put_at: float | None = None  # when it counts as put (recurring runs); None: now
+    spawned_from: str | None = None
 
 
 class SQLiteEngine:
@@ -97,6 +101,8 @@ class SQLiteEngine:
             Capability.TRACKING,
             Capability.WORKERS,
             Capability.QUEUE_FORGET,
+            Capability.STATS,
+            Capability.RECURRING,
         }
     )
 
@@ -327,14 +333,17 @@ class SQLiteEngine:
     ) -> None:
         """Insert or move `jobs` (the shared body of put, put_many, advance and unfail)."""
         jids = _json_list([job.jid for job in jobs])
-        existing = {
-            row[0]: row[1:]
-            for row in conn.execute(
-                "SELECT jid, priority, tags, retries FROM jobs "
-                "WHERE jid IN (SELECT value FROM json_each(?))",
-                (jids,),
-            )
-        }
+        existing = {}
+        failed = []
+        for jid, priority, tags, retries, state, queue, finished_at in conn.execute(
+            "SELECT jid, priority, tags, retries, state, queue, finished_at FROM jobs "
+            "WHERE jid IN (SELECT value FROM json_each(?))",
+            (jids,),
+        ):
+            existing[jid] = (priority, tags, retries)
+            if state == JobState.FAILED:
+                failed.append((queue, finished_at))
+        stats.uncount_failed(conn, failed)
         wanted = sorted({dep for job in jobs for dep in job.depends or ()})
         open_deps: set[str] = set()
         if wanted:
@@ -364,9 +373,9 @@ class SQLiteEngine:
         ]
         conn.executemany(
             "INSERT INTO jobs (jid, klass, queue, data, priority, tags, state, seq, ready_at, "
-            "retries, remaining, worker, expires, grace, tracked, history) "
+            "retries, remaining, worker, expires, grace, tracked, spawned_from_jid, history) "
             "VALUES (:jid, :klass, :queue, :data, :priority, :tags, :state, :seq, :ready_at, "
-            ":retries, :retries, '', 0, 0, 0, '[' || :event || ']') "
+            ":retries, :retries, '', 0, 0, 0, :spawned_from, '[' || :event || ']') "
             "ON CONFLICT(jid) DO UPDATE SET klass = excluded.klass, queue = excluded.queue, "
             "data = excluded.data, priority = excluded.priority, tags = excluded.tags, "
             "state = excluded.state, seq = excluded.seq, ready_at = excluded.ready_at, "
@@ -405,6 +414,7 @@ class SQLiteEngine:
 
         `old` is the (priority, tags, retries) of the job being moved, None for a new job.
         """
+        at = now if job.put_at is None else job.put_at
         priority = job.priority if job.priority is not None else (old[0] if old else 0)
         retries = job.retries if job.retries is not None else (old[2] if old else DEFAULT_RETRIES)
         tags = job.tags if job.tags is not None else (json.loads(old[1]) if old else [])
@@ -428,9 +438,10 @@ class SQLiteEngine:
             "priority": priority,
             "tags": _json_list(tags),
             "state": state.value,
-            "ready_at": now + job.delay,
+            "ready_at": at + job.delay,
             "retries": retries,
-            "event": _put_event(job.queue, now),
+            "event": _put_event(job.queue, at),
+            "spawned_from": job.spawned_from,
             "cap": cap,
             # Not SQL parameters: what the caller stores beside the job row.
             "new_dependencies": new_dependencies,
@@ -534,7 +545,8 @@ class SQLiteEngine:
                 "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'scheduled' "
                 "  AND ready_at <= :now) "
                 "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'running' "
-                "  AND expires <= :now)",
+                "  AND expires <= :now) "
+                "OR EXISTS (SELECT 1 FROM recurring WHERE queue = :q AND next_at <= :now)",
                 {"q": queue, "now": now},
             ).fetchone()
             return bool(found)
@@ -543,7 +555,8 @@ class SQLiteEngine:
         """When the queue's earliest scheduled job or lock falls due (inf: never)."""
         query = (
             "SELECT (SELECT min(ready_at) FROM jobs WHERE queue = :q AND state = 'scheduled'), "
-            "       (SELECT min(expires) FROM jobs WHERE queue = :q AND state = 'running')"
+            "       (SELECT min(expires) FROM jobs WHERE queue = :q AND state = 'running'), "
+            "       (SELECT min(next_at) FROM recurring WHERE queue = :q)"
         )
         if conn is None:
             with self._lock:
@@ -576,6 +589,7 @@ class SQLiteEngine:
             "expires": now + self._heartbeat(config, queue),
             "event": _event("popped", now, worker=worker),
             "cap": cap,
+            "now": now,
         }
         handed_over = self._expire_locks(conn, config, queue, limit, now)
         stalled = [
@@ -587,6 +601,7 @@ class SQLiteEngine:
         ]
         jobs = self._lock_jids(conn, handed_over + stalled, lock)
         if len(jobs) < limit:
+            self._spawn_recurring(conn, config, queue, now)
             conn.execute(
                 "UPDATE jobs SET state = 'waiting' "
                 "WHERE queue = ? AND state = 'scheduled' AND ready_at <= ?",
@@ -594,15 +609,61 @@ class SQLiteEngine:
             )
             rows = conn.execute(
                 "UPDATE jobs SET state = 'running', worker = :worker, expires = :expires, "
-                f"grace = 0, history = {_APPEND_HISTORY} "
+                f"grace = 0, popped_at = :now, history = {_APPEND_HISTORY} "
                 "WHERE jid IN (SELECT jid FROM jobs WHERE queue = :queue AND state = 'waiting' "
                 "              ORDER BY priority DESC, ready_at, seq LIMIT :n) "
                 f"RETURNING {_JOB_COLUMNS}, ready_at, seq",
                 {**lock, "queue": queue, "n": limit - len(jobs)},
             ).fetchall()
             rows.sort(key=lambda row: (-row[4], row[-2], row[-1]))
+            stats.record_timings(conn, "wait", [(queue, now, now - row[-2]) for row in rows])
             jobs.extend(self._jobs(conn, [row[:-2] for row in rows]))
         return jobs
+
+    def _spawn_recurring(
+        self, conn: sqlite3.Connection, config: Mapping[str, ConfigValue], queue: str, now: float
+    ) -> None:
+        """Put a job for every due run of the queue's recurring templates."""
+        templates = conn.execute(
+            "SELECT jid, klass, data, priority, tags, retries, interval, next_at, count, backlog "
+            "FROM recurring WHERE queue = ? AND next_at <= ? ORDER BY next_at",
+            (queue, now),
+        ).fetchall()
+        for (
+            jid,
+            klass,
+            data,
+            priority,
+            tags,
+            retries,
+            interval,
+            next_at,
+            count,
+            backlog,
+        ) in templates:
+            runs, next_at = due_runs(next_at, interval, backlog, now)
+            puts = [
+                _Put(
+                    queue=queue,
+                    jid=f"{jid}-{count + n}",
+                    klass=klass,
+                    data=data,
+                    delay=0.0,
+                    priority=priority,
+                    tags=json.loads(tags),
+                    retries=retries,
+                    depends=None,
+                    put_at=at,
+                    spawned_from=jid,
+                )
+                for n, at in enumerate(runs, start=1)
+            ]
+            if puts:
+                self._store(conn, puts, now, config)
+            conn.execute(
+                "UPDATE recurring SET count = ?, next_at = ? WHERE jid = ?",
+                (count + len(runs), next_at, jid),
+            )
 
     def _concurrency_room(
         self,
@@ -639,12 +700,13 @@ class SQLiteEngine:
         grace_period = self._number(config, "grace-period")
         cap = self._history_cap(config)
         expired = {"queue": queue, "now": now, "cap": cap, "event": _event("timed-out", now)}
-        conn.execute(
+        noticed = conn.execute(
             f"UPDATE jobs SET history = {_APPEND_HISTORY}, grace = 1, "
             "expires = CASE WHEN :grace > 0 THEN :now + :grace ELSE expires END "
             "WHERE queue = :queue AND state = 'running' AND expires <= :now AND grace = 0",
             {**expired, "grace": grace_period},
-        )
+        ).rowcount
+        stats.count(conn, "retries", [(queue, now)] * noticed)
         rows = conn.execute(
             "UPDATE jobs SET remaining = remaining - 1 WHERE jid IN (SELECT jid FROM jobs "
             "  WHERE queue = :queue AND state = 'running' AND expires <= :now "
@@ -670,7 +732,7 @@ class SQLiteEngine:
             return []
         rows = conn.execute(
             "UPDATE jobs SET state = 'running', worker = :worker, expires = :expires, "
-            f"grace = 0, history = {_APPEND_HISTORY} "
+            f"grace = 0, popped_at = :now, history = {_APPEND_HISTORY} "
             f"WHERE jid IN (SELECT value FROM json_each(:jids)) RETURNING {_JOB_COLUMNS}",
             {**lock, "jids": _json_list(jids)},
         ).fetchall()
@@ -775,9 +837,10 @@ class SQLiteEngine:
             if next is None:
                 self._finish(conn, [jid], worker, queue, at, config)
                 return JobState.COMPLETE.value
-            klass, job_data = conn.execute(
-                "SELECT klass, data FROM jobs WHERE jid = ?", (jid,)
+            klass, job_data, popped_at = conn.execute(
+                "SELECT klass, data, popped_at FROM jobs WHERE jid = ?", (jid,)
             ).fetchone()
+            stats.record_timings(conn, "run", [(queue, at, at - popped_at)])
             advance = self._check_put(next, jid, klass, job_data, delay, None, None, None, depends)
             self._store(conn, [advance], at, config)
             (state,) = conn.execute("SELECT state FROM jobs WHERE jid = ?", (jid,)).fetchone()
@@ -820,16 +883,16 @@ class SQLiteEngine:
         config: Mapping[str, ConfigValue],
     ) -> list[str]:
         """Mark running jobs complete, release their dependents, apply retention."""
-        done = [
-            row[0]
-            for row in conn.execute(
-                "UPDATE jobs SET state = 'complete', queue = '', worker = '', expires = 0, "
-                "grace = 0, finished_at = :now "
-                "WHERE jid IN (SELECT value FROM json_each(:jids)) "
-                "AND state = 'running' AND worker = :worker AND queue = :queue RETURNING jid",
-                {"jids": _json_list(jids), "worker": worker, "queue": queue, "now": now},
-            )
-        ]
+        rows = conn.execute(
+            "UPDATE jobs SET state = 'complete', queue = '', worker = '', expires = 0, "
+            "grace = 0, finished_at = :now "
+            "WHERE jid IN (SELECT value FROM json_each(:jids)) "
+            "AND state = 'running' AND worker = :worker AND queue = :queue "
+            "RETURNING jid, popped_at",
+            {"jids": _json_list(jids), "worker": worker, "queue": queue, "now": now},
+        ).fetchall()
+        done = [jid for jid, _ in rows]
+        stats.record_timings(conn, "run", [(queue, now, now - popped) for _, popped in rows])
         if done:
             self._release_dependents(conn, done, now)
             self._apply_retention(conn, config, now)
@@ -922,10 +985,10 @@ class SQLiteEngine:
         cap: int,
     ) -> None:
         failure = {"group": group, "message": message, "when": now, "worker": worker}
-        conn.execute(
+        (queue,) = conn.execute(
             "UPDATE jobs SET state = 'failed', failure = :failure, failure_group = :group, "
             "finished_at = :now, worker = '', expires = 0, grace = 0, "
-            f"history = {_APPEND_HISTORY} WHERE jid = :jid",
+            f"history = {_APPEND_HISTORY} WHERE jid = :jid RETURNING queue",
             {
                 "failure": json.dumps(failure),
                 "group": group,
@@ -934,7 +997,9 @@ class SQLiteEngine:
                 "cap": cap,
                 "event": _event("failed", now, group=group),
             },
-        )
+        ).fetchone()
+        stats.count(conn, "failures", [(queue, now)])
+        stats.count(conn, "failed", [(queue, now)])
 
     def retry(
         self,
@@ -1002,14 +1067,16 @@ class SQLiteEngine:
                         f"cancel(): job {on_jid} is a dependency of {dependent}, "
                         "which is not being cancelled"
                     )
-            cancelled = {
-                row[0]
-                for row in conn.execute(
-                    "DELETE FROM jobs WHERE jid IN (SELECT value FROM json_each(?)) "
-                    "AND state != 'complete' RETURNING jid",
-                    (wanted,),
-                )
-            }
+            rows = conn.execute(
+                "DELETE FROM jobs WHERE jid IN (SELECT value FROM json_each(?)) "
+                "AND state != 'complete' RETURNING jid, state, queue, finished_at",
+                (wanted,),
+            ).fetchall()
+            cancelled = {row[0] for row in rows}
+            stats.uncount_failed(
+                conn,
+                [(q, failed_at) for _, state, q, failed_at in rows if state == JobState.FAILED],
+            )
             gone = _json_list(sorted(cancelled))
             conn.execute(
                 "DELETE FROM dependencies WHERE jid IN (SELECT value FROM json_each(:j)) "
@@ -1119,7 +1186,7 @@ class SQLiteEngine:
     @staticmethod
     def _counts(conn: sqlite3.Connection, queue: str, paused: bool, now: float) -> QueueCounts:
         # One count per partial index: each reads only the index of its state.
-        waiting, due, scheduled, running, expired, stalled, depends = conn.execute(
+        waiting, due, scheduled, running, expired, stalled, depends, recurring = conn.execute(
             "SELECT "
             "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'waiting'), "
             "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'scheduled' "
@@ -1131,7 +1198,8 @@ class SQLiteEngine:
             "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'running' "
             "  AND expires <= :now), "
             "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'stalled'), "
-            "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'depends')",
+            "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'depends'), "
+            "(SELECT count(*) FROM recurring WHERE queue = :q)",
             {"q": queue, "now": now},
         ).fetchone()
         return QueueCounts(
@@ -1141,7 +1209,7 @@ class SQLiteEngine:
             running=running,
             scheduled=scheduled,
             depends=depends,
-            recurring=0,
+            recurring=recurring,
             paused=paused,
         )
 
@@ -1158,9 +1226,7 @@ class SQLiteEngine:
         *,
         now: float | None = None,
     ) -> list[str]:
-        if state == "recurring":
-            self._unsupported("jobs('recurring')", Capability.RECURRING)
-        if state not in _LISTABLE_STATES:
+        if state not in (*_LISTABLE_STATES, "recurring"):
             raise MalformedArgument(
                 f"jobs(): unknown state {state!r}; known: {', '.join(_LISTABLE_STATES)}, recurring"
             )
@@ -1174,6 +1240,14 @@ class SQLiteEngine:
             if queue is None:
                 raise MalformedArgument(f"jobs(): state {state!r} needs a queue")
             page["queue"] = names.queue_name(queue)
+            if state == "recurring":
+                with self._lock:
+                    rows = self._connection().execute(
+                        "SELECT jid FROM recurring WHERE queue = :queue "
+                        "ORDER BY next_at, jid LIMIT :count OFFSET :offset",
+                        page,
+                    )
+                    return [row[0] for row in rows]
             sql = {
                 "waiting": "(state = 'waiting' OR (state = 'scheduled' AND ready_at <= :now)) "
                 "ORDER BY priority DESC, ready_at, seq",
@@ -1368,10 +1442,7 @@ class SQLiteEngine:
             if not updated:
                 raise JobNotFound(jid, "log")
 
-    # -- capabilities this engine does not have -----------------------------------------
-    def _unsupported(self, command: str, capability: Capability) -> NoReturn:
-        raise Unsupported(self.name, command, capability.value)
-
+    # -- tracking, statistics and workers --------------------------------------------------
     def track(self, jid: str, *, now: float | None = None) -> None:
         self._set_tracked(jid, True, "track")
 
@@ -1395,7 +1466,10 @@ class SQLiteEngine:
             return self._jobs(conn, rows)
 
     def stats(self, queue: str, date: float, *, now: float | None = None) -> QueueStats:
-        self._unsupported("stats", Capability.STATS)
+        queue = names.queue_name(queue)
+        date = names.timestamp(date)
+        with self._read() as conn:
+            return stats.read(conn, queue, date)
 
     def workers(self, *, now: float | None = None) -> list[WorkerCounts]:
         at = _now(now)
@@ -1436,6 +1510,7 @@ class SQLiteEngine:
         with self._write() as conn:
             conn.executemany("DELETE FROM workers WHERE name = ?", [(w,) for w in checked])
 
+    # -- recurring jobs --------------------------------------------------------------------
     def recur(
         self,
         queue: str,
@@ -1451,25 +1526,121 @@ class SQLiteEngine:
         backlog: int = 0,
         now: float | None = None,
     ) -> str:
-        self._unsupported("recur", Capability.RECURRING)
+        template = {
+            "queue": names.queue_name(queue),
+            "jid": names.label(jid, "jid"),
+            "klass": names.label(klass, "klass"),
+            "data": names.json_text(data, "data", self.options.max_data_bytes),
+            "interval": _interval(interval),
+            "next_at": _now(now) + names.seconds(offset, "offset"),
+            "priority": names.integer(priority, "priority"),
+            "tags": _json_list(names.unique_labels(tags, "tags")),
+            "retries": names.integer(retries, "retries", 0),
+            "backlog": names.integer(backlog, "backlog", 0),
+        }
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO recurring (jid, klass, queue, data, priority, tags, retries, "
+                "interval, next_at, count, backlog) VALUES (:jid, :klass, :queue, :data, "
+                ":priority, :tags, :retries, :interval, :next_at, 0, :backlog) "
+                "ON CONFLICT(jid) DO UPDATE SET klass = excluded.klass, queue = excluded.queue, "
+                "data = excluded.data, priority = excluded.priority, tags = excluded.tags, "
+                "retries = excluded.retries, interval = excluded.interval, "
+                "next_at = excluded.next_at, backlog = excluded.backlog",
+                template,
+            )
+            self._register_queue(conn, str(template["queue"]), template["next_at"])
+        return str(template["jid"])
+
+    @staticmethod
+    def _register_queue(conn: sqlite3.Connection, queue: str, now: object) -> None:
+        conn.execute("INSERT OR IGNORE INTO queues (name, created) VALUES (?, ?)", (queue, now))
 
     def unrecur(self, jid: str, *, now: float | None = None) -> None:
-        self._unsupported("unrecur", Capability.RECURRING)
+        jid = names.label(jid, "jid")
+        with self._write() as conn:
+            conn.execute("DELETE FROM recurring WHERE jid = ?", (jid,))
 
     def recur_get(self, jid: str, *, now: float | None = None) -> RecurringJob | None:
-        self._unsupported("recur_get", Capability.RECURRING)
+        jid = names.label(jid, "jid")
+        with self._lock:
+            row = (
+                self._connection()
+                .execute(
+                    "SELECT jid, klass, queue, data, priority, tags, retries, interval, count, "
+                    "backlog FROM recurring WHERE jid = ?",
+                    (jid,),
+                )
+                .fetchone()
+            )
+        if row is None:
+            return None
+        jid, klass, queue, data, priority, tags, retries, interval, count, backlog = row
+        return RecurringJob(
+            jid, klass, queue, data, priority, tuple(json.loads(tags)), retries, interval,
+            count, backlog,
+        )  # fmt: skip
 
     def recur_update(
         self, jid: str, changes: Mapping[str, object], *, now: float | None = None
     ) -> None:
-        self._unsupported("recur_update", Capability.RECURRING)
+        jid = names.label(jid, "jid")
+        if not isinstance(changes, Mapping):
+            raise MalformedArgument(f"changes must be a mapping, not {type(changes).__name__}")
+        checks: dict[str, Callable[[object], object]] = {
+            "priority": lambda v: names.integer(v, "priority"),
+            "interval": _interval,
+            "retries": lambda v: names.integer(v, "retries", 0),
+            "data": lambda v: names.json_text(v, "data", self.options.max_data_bytes),
+            "klass": lambda v: names.label(v, "klass"),
+            "queue": names.queue_name,
+            "backlog": lambda v: names.integer(v, "backlog", 0),
+        }
+        unknown = sorted(set(changes) - set(checks))
+        if unknown:
+            raise MalformedArgument(
+                f"recur_update(): unknown field(s) {', '.join(map(str, unknown))}; "
+                f"known: {', '.join(checks)}"
+            )
+        checked = {key: checks[key](value) for key, value in changes.items()}
+        with self._write() as conn:
+            row = conn.execute("SELECT interval FROM recurring WHERE jid = ?", (jid,)).fetchone()
+            if row is None:
+                raise JobNotFound(jid, "recur_update")
+            if "interval" in checked:
+                # The next run keeps its distance from the last one, at the new interval.
+                conn.execute(
+                    "UPDATE recurring SET next_at = next_at - interval + ? WHERE jid = ?",
+                    (checked["interval"], jid),
+                )
+            for key, value in checked.items():
+                # `key` is one of the names in `checks`, never other caller text.
+                conn.execute(f"UPDATE recurring SET {key} = ? WHERE jid = ?", (value, jid))
+            if "queue" in checked:
+                self._register_queue(conn, str(checked["queue"]), _now(now))
 
     def recur_tag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        self._unsupported("recur_tag", Capability.RECURRING)
+        return self._recur_retag(jid, names.unique_labels(tags, "tags"), add=True)
 
     def recur_untag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        self._unsupported("recur_untag", Capability.RECURRING)
+        return self._recur_retag(jid, names.unique_labels(tags, "tags"), add=False)
 
+    def _recur_retag(self, jid: str, tags: list[str], *, add: bool) -> list[str]:
+        jid = names.label(jid, "jid")
+        with self._write() as conn:
+            row = conn.execute("SELECT tags FROM recurring WHERE jid = ?", (jid,)).fetchone()
+            if row is None:
+                raise JobNotFound(jid, "recur_tag" if add else "recur_untag")
+            current: list[str] = json.loads(row[0])
+            result = (
+                list(dict.fromkeys(current + tags))
+                if add
+                else [tag for tag in current if tag not in tags]
+            )
+            conn.execute("UPDATE recurring SET tags = ? WHERE jid = ?", (_json_list(result), jid))
+        return result
+
+    # -- forgetting queues -----------------------------------------------------------------
     def queue_forget(self, queues: Sequence[str], *, now: float | None = None) -> None:
         checked = names.queue_names(queues)
         with self._write() as conn:
@@ -1484,3 +1655,10 @@ def _message(value: object) -> str:
     if not isinstance(value, str):
         raise MalformedArgument(f"message must be a str, not {type(value).__name__}")
     return value
+
+
+def _interval(value: object) -> float:
+    interval = names.seconds(value, "interval")
+    if interval <= 0:
+        raise MalformedArgument("interval must be > 0 seconds")
+    return interval

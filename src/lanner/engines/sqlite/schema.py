@@ -7,6 +7,10 @@ One database file holds everything; every process on the machine may open it.
     tags            (tag, jid, added): the index behind `tagged`; jobs.tags is the truth
     queues          every queue seen (put or paused), and whether it is paused
     workers         every worker that popped, with when it was last seen
+    recurring       recurring job templates; recurring_due finds those due per queue
+    timings         per (day, queue, kind): count, mean, vk of wait or run seconds
+    histograms      per (day, queue, kind, bucket): how many values fell in the bucket
+    daily           per (day, queue): failures, failed and retries counters
     config          config_set values, JSON-encoded; defaults live in lanner.engine
     counters        `seq` (insertion order of jobs) and `complete` (completed jobs kept)
 
@@ -49,6 +53,7 @@ CREATE TABLE jobs (
     seq              INTEGER NOT NULL,          -- insertion order, from counters.seq
     ready_at         REAL NOT NULL,             -- waiting: since when; scheduled: when due;
                                                 -- depends: when its delay ends
+    popped_at        REAL,                      -- when the current lock was taken
     retries          INTEGER NOT NULL,
     remaining        INTEGER NOT NULL,
     worker           TEXT NOT NULL,             -- lock holder while running, else ''
@@ -94,6 +99,49 @@ CREATE TABLE queues (
 CREATE TABLE workers (
     name      TEXT PRIMARY KEY,
     last_seen REAL NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE recurring (
+    jid      TEXT PRIMARY KEY,
+    klass    TEXT NOT NULL,
+    queue    TEXT NOT NULL,
+    data     TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    tags     TEXT NOT NULL,                     -- JSON array of str
+    retries  INTEGER NOT NULL,
+    interval REAL NOT NULL,
+    next_at  REAL NOT NULL,                     -- when the next run is due
+    count    INTEGER NOT NULL,                  -- runs spawned so far: jids <jid>-1 ...
+    backlog  INTEGER NOT NULL
+);
+CREATE INDEX recurring_due ON recurring(queue, next_at);
+
+-- Statistics, per UTC day (`day` = start of the day, Unix seconds). vk is Welford's
+-- running sum of squared deviations: the sample variance is vk / (count - 1).
+CREATE TABLE timings (
+    day   INTEGER NOT NULL,
+    queue TEXT NOT NULL,
+    kind  TEXT NOT NULL,                        -- 'wait' or 'run'
+    count INTEGER NOT NULL,
+    mean  REAL NOT NULL,
+    vk    REAL NOT NULL,
+    PRIMARY KEY (day, queue, kind)
+) WITHOUT ROWID;
+CREATE TABLE histograms (
+    day    INTEGER NOT NULL,
+    queue  TEXT NOT NULL,
+    kind   TEXT NOT NULL,
+    bucket INTEGER NOT NULL,                    -- see lanner.engines.sqlite.stats.bucket
+    count  INTEGER NOT NULL,
+    PRIMARY KEY (day, queue, kind, bucket)
+) WITHOUT ROWID;
+CREATE TABLE daily (
+    day      INTEGER NOT NULL,
+    queue    TEXT NOT NULL,
+    failures INTEGER NOT NULL DEFAULT 0,
+    failed   INTEGER NOT NULL DEFAULT 0,
+    retries  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (day, queue)
 ) WITHOUT ROWID;
 
 CREATE TABLE config (
