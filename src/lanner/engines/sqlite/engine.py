@@ -49,6 +49,7 @@ _APPEND_HISTORY: Final = (
     "THEN json_insert(json_remove(history, '$[1]'), '$[#]', json(:event)) "
     "ELSE json_insert(history, '$[#]', json(:event)) END"
 )
+_STATES: Final = {state.value: state for state in JobState}
 _LISTABLE_STATES: Final = ("complete", "waiting", "running", "stalled", "scheduled", "depends")
 
 
@@ -616,7 +617,7 @@ class SQLiteEngine:
                 {**lock, "queue": queue, "n": limit - len(jobs)},
             ).fetchall()
             rows.sort(key=lambda row: (-row[4], row[-2], row[-1]))
-            stats.record_timings(conn, "wait", [(queue, now, now - row[-2]) for row in rows])
+            stats.record_timings(conn, "wait", queue, now, [now - row[-2] for row in rows])
             jobs.extend(self._jobs(conn, [row[:-2] for row in rows]))
         return jobs
 
@@ -840,7 +841,7 @@ class SQLiteEngine:
             klass, job_data, popped_at = conn.execute(
                 "SELECT klass, data, popped_at FROM jobs WHERE jid = ?", (jid,)
             ).fetchone()
-            stats.record_timings(conn, "run", [(queue, at, at - popped_at)])
+            stats.record_timings(conn, "run", queue, at, [at - popped_at])
             advance = self._check_put(next, jid, klass, job_data, delay, None, None, None, depends)
             self._store(conn, [advance], at, config)
             (state,) = conn.execute("SELECT state FROM jobs WHERE jid = ?", (jid,)).fetchone()
@@ -892,7 +893,7 @@ class SQLiteEngine:
             {"jids": _json_list(jids), "worker": worker, "queue": queue, "now": now},
         ).fetchall()
         done = [jid for jid, _ in rows]
-        stats.record_timings(conn, "run", [(queue, now, now - popped) for _, popped in rows])
+        stats.record_timings(conn, "run", queue, now, [now - popped for _, popped in rows])
         if done:
             self._release_dependents(conn, done, now)
             self._apply_retention(conn, config, now)
@@ -1153,8 +1154,8 @@ class SQLiteEngine:
                     queue=queue,
                     data=data,
                     priority=priority,
-                    tags=tuple(json.loads(tags)),
-                    state=JobState(state),
+                    tags=() if tags == "[]" else tuple(json.loads(tags)),
+                    state=_STATES[state],
                     retries=retries,
                     remaining=remaining,
                     worker=worker,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Final, Literal
 
 from lanner.records import QueueStats, TimingStats
@@ -38,36 +38,29 @@ def bucket(seconds: float) -> int | None:
 
 
 def record_timings(
-    conn: sqlite3.Connection, kind: Kind, samples: Iterable[tuple[str, float, float]]
+    conn: sqlite3.Connection, kind: Kind, queue: str, when: float, durations: Sequence[float]
 ) -> None:
-    """Add (queue, when, seconds) samples to the timings and histograms of their day."""
-    groups: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for queue, when, seconds in samples:
-        groups[day_of(when), queue].append(max(0.0, seconds))
-    if not groups:
+    """Add durations (seconds) measured at `when` to the timings of that day and queue."""
+    if not durations:
         return
-    rows = []
-    buckets: Counter[tuple[int, str, int]] = Counter()
-    for (day, queue), values in groups.items():
-        mean = math.fsum(values) / len(values)
-        vk = math.fsum((value - mean) ** 2 for value in values)
-        rows.append((day, queue, kind, len(values), mean, vk))
-        for value in values:
-            index = bucket(value)
-            if index is not None:
-                buckets[day, queue, index] += 1
-    conn.executemany(
+    day = day_of(when)
+    values = [max(0.0, value) for value in durations]
+    mean = math.fsum(values) / len(values)
+    vk = math.fsum((value - mean) ** 2 for value in values)
+    conn.execute(
         "INSERT INTO timings VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET "
         "count = count + excluded.count, "
         "mean = mean + (excluded.mean - mean) * excluded.count / (count + excluded.count), "
         "vk = vk + excluded.vk + (excluded.mean - mean) * (excluded.mean - mean) "
         "     * count * excluded.count / (count + excluded.count)",
-        rows,
+        (day, queue, kind, len(values), mean, vk),
     )
+    buckets = Counter(map(bucket, values))
+    buckets.pop(None, None)
     conn.executemany(
         "INSERT INTO histograms VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT DO UPDATE SET count = count + excluded.count",
-        [(day, queue, kind, index, n) for (day, queue, index), n in buckets.items()],
+        [(day, queue, kind, index, n) for index, n in buckets.items()],
     )
 
 
