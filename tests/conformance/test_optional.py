@@ -1,4 +1,4 @@
-"""Optional capabilities: tracking, workers, recurring, queue-forget.
+"""Optional capabilities: tracking, workers, queue-forget (recurring: test_recurring.py).
 
 Each test skips on engines without the capability.
 """
@@ -9,7 +9,7 @@ import pytest
 
 from lanner import Capability, Engine, JobNotFound
 
-from .helpers import HEARTBEAT, T0, get, in_state, jids, pop_jids, require, running
+from .helpers import HEARTBEAT, T0, get, in_state, jids, require, running
 
 # -- tracking -----------------------------------------------------------------------------
 
@@ -92,32 +92,6 @@ def test_a_completed_job_leaves_its_worker(engine: Engine) -> None:
     running(engine, "j1", worker="w1")
     engine.complete("j1", "w1", "q", now=T0 + 1)
     assert engine.worker_jobs("w1", now=T0 + 1).jobs == ()
-
-
-# -- recurring ----------------------------------------------------------------------------
-
-
-def test_recurring_job_spawns_jobs_named_after_it(engine: Engine) -> None:
-    require(engine, Capability.RECURRING)
-    engine.recur("q", "rec", "Task", '{"n": 1}', 60.0, now=T0)
-
-    (job,) = engine.pop("q", "w1", now=T0)
-
-    assert job.jid == "rec-1"
-    assert job.spawned_from_jid == "rec"
-    assert job.decoded_data() == {"n": 1}
-    assert pop_jids(engine, "q", now=T0 + 59) == []
-    assert pop_jids(engine, "q", now=T0 + 60) == ["rec-2"]
-
-
-def test_recur_get_and_unrecur(engine: Engine) -> None:
-    require(engine, Capability.RECURRING)
-    engine.recur("q", "rec", "Task", "{}", 60.0, now=T0)
-    template = engine.recur_get("rec", now=T0)
-    assert template is not None
-    assert (template.queue, template.klass, template.interval) == ("q", "Task", 60.0)
-    engine.unrecur("rec", now=T0)
-    assert engine.recur_get("rec", now=T0) is None
 
 
 # -- queue-forget -------------------------------------------------------------------------

@@ -115,6 +115,7 @@ class SQLiteEngine:
         # it, so blocked pops of this process are woken by this condition instead.
         self._committed = threading.Condition(self._lock)
         self._commits = 0
+        self._busy_timeout_pragma = f"PRAGMA busy_timeout = {int(self.options.busy_timeout * 1000)}"
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         # A connection inherited through fork must never be used or closed by the child
@@ -155,7 +156,7 @@ class SQLiteEngine:
     def _write(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin_immediate(conn)
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -166,6 +167,32 @@ class SQLiteEngine:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        """Take the file's write lock, retrying in short steps while another process has it.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries, so a process
+        that keeps writing can starve another for seconds (measured: a pop waited 2.9 s
+        behind two busy poppers). Retrying every 0.05 to 1 ms keeps waits short and fairer.
+        The connection's busy timeout stays in force for every other statement.
+        """
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            deadline = time.monotonic() + self.options.busy_timeout
+            pause = 0.00005
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as error:
+                    if error.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.001)
+        finally:
+            conn.execute(self._busy_timeout_pragma)
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
