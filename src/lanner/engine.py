@@ -43,8 +43,8 @@ class Capability(StrEnum):
     """What an engine can do beyond the core commands every engine has.
 
     Core (no capability needed): put, put_many, requeue, pop, peek, heartbeat, complete,
-    complete_many, fail, retry, cancel, get, multiget, queues, queue_counts, length, jobs,
-    failed, failed_groups, unfail, config_*, close.
+    complete_many, release, fail, retry, cancel, get, multiget, queues, queue_counts, length,
+    jobs, failed, failed_groups, unfail, config_*, close.
     """
 
     PRIORITY = "priority"  # per-job priority ordering and the `priority` command
@@ -177,6 +177,16 @@ class Engine(Protocol):
         """Complete many jobs in one round trip; return the jids completed.
 
         A jid whose lock `worker` no longer holds is skipped (its job goes on elsewhere).
+        """
+        ...
+
+    def release(
+        self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
+    ) -> list[str]:
+        """Give back jobs `worker` holds in `queue` without running them; return the jids released.
+
+        They become waiting again in their old place, with no retry spent (Kestrel's abort,
+        SQS's visibility 0). Jids whose lock `worker` no longer holds are skipped.
         """
         ...
 

@@ -199,3 +199,33 @@ def test_completed_jobs_older_than_jobs_history_are_deleted(engine: Engine) -> N
     assert engine.get("old", now=T0 + 150) is None
     assert engine.get("new", now=T0 + 150) is not None
     assert engine.jobs("complete", now=T0 + 150) == ["new"]
+
+
+# -- release ------------------------------------------------------------------------------
+
+
+def test_release_gives_jobs_back_in_their_old_place_without_a_retry(engine: Engine) -> None:
+    put_all(engine, "q", ["a", "b", "c"])
+    popped = pop_jids(engine, "q", "w1", count=2, now=T0 + 1)
+    assert popped == ["a", "b"]
+
+    assert engine.release(["b", "a"], "w1", "q", now=T0 + 2) == ["b", "a"]
+
+    assert pop_jids(engine, "q", "w2", count=3, now=T0 + 3) == ["a", "b", "c"]
+    job = get(engine, "a", T0 + 3)
+    assert job.remaining == job.retries
+    assert whats(job)[-2:] == ["released", "popped"]
+
+
+def test_release_skips_jobs_the_worker_does_not_hold(engine: Engine) -> None:
+    put_all(engine, "q", ["a", "b"])
+    pop_jids(engine, "q", "w1", now=T0)
+    pop_jids(engine, "q", "w2", now=T0)
+    assert engine.release(["a", "b", "missing"], "w1", "q", now=T0 + 1) == ["a"]
+    assert get(engine, "b", T0 + 1).worker == "w2"
+
+
+def test_release_in_another_queue_is_skipped(engine: Engine) -> None:
+    running(engine, "a", queue="q")
+    assert engine.release(["a"], "w1", "other", now=T0 + 1) == []
+    assert get(engine, "a", T0 + 1).state == "running"

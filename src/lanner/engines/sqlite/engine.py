@@ -976,6 +976,35 @@ class SQLiteEngine:
                 (_json_list(removed),),
             )
 
+    def release(
+        self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
+    ) -> list[str]:
+        checked = names.unique_labels(jids, "jids")
+        worker = names.label(worker, "worker")
+        queue = names.queue_name(queue)
+        at = _now(now)
+        if not checked:
+            return []
+        with self._write() as conn:
+            # ready_at and seq are untouched, so the job keeps its place in the queue.
+            released = {
+                row[0]
+                for row in conn.execute(
+                    "UPDATE jobs SET state = 'waiting', worker = '', expires = 0, grace = 0, "
+                    f"history = {_APPEND_HISTORY} "
+                    "WHERE jid IN (SELECT value FROM json_each(:jids)) "
+                    "AND state = 'running' AND worker = :worker AND queue = :queue RETURNING jid",
+                    {
+                        "jids": _json_list(checked),
+                        "worker": worker,
+                        "queue": queue,
+                        "cap": self._history_cap(self._config(conn)),
+                        "event": _event("released", at),
+                    },
+                )
+            }
+        return [jid for jid in checked if jid in released]
+
     def fail(
         self,
         jid: str,
