@@ -181,12 +181,19 @@ class Engine(Protocol):
         ...
 
     def release(
-        self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
+        self,
+        jids: Sequence[str],
+        worker: str,
+        queue: str,
+        *,
+        delay: float = 0.0,
+        now: float | None = None,
     ) -> list[str]:
         """Give back jobs `worker` holds in `queue` without running them; return the jids released.
 
-        They become waiting again in their old place, with no retry spent (Kestrel's abort,
-        SQS's visibility 0). Jids whose lock `worker` no longer holds are skipped.
+        They become waiting again in their old place (or scheduled `delay` seconds ahead),
+        with no retry spent (Kestrel's abort, SQS's visibility timeout set to `delay`).
+        Jids whose lock `worker` no longer holds are skipped.
         """
         ...
 

@@ -229,3 +229,11 @@ def test_release_in_another_queue_is_skipped(engine: Engine) -> None:
     running(engine, "a", queue="q")
     assert engine.release(["a"], "w1", "other", now=T0 + 1) == []
     assert get(engine, "a", T0 + 1).state == "running"
+
+
+def test_release_with_a_delay_schedules_the_job(engine: Engine) -> None:
+    running(engine, "a", queue="q")
+    assert engine.release(["a"], "w1", "q", delay=30, now=T0 + 1) == ["a"]
+    assert get(engine, "a", T0 + 1).state == "scheduled"
+    assert pop_jids(engine, "q", "w2", now=T0 + 30) == []
+    assert pop_jids(engine, "q", "w2", now=T0 + 31) == ["a"]

@@ -977,20 +977,29 @@ class SQLiteEngine:
             )
 
     def release(
-        self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
+        self,
+        jids: Sequence[str],
+        worker: str,
+        queue: str,
+        *,
+        delay: float = 0.0,
+        now: float | None = None,
     ) -> list[str]:
         checked = names.unique_labels(jids, "jids")
         worker = names.label(worker, "worker")
         queue = names.queue_name(queue)
+        delay = names.seconds(delay, "delay")
         at = _now(now)
         if not checked:
             return []
         with self._write() as conn:
-            # ready_at and seq are untouched, so the job keeps its place in the queue.
+            # Without a delay, ready_at and seq are untouched: the job keeps its place.
             released = {
                 row[0]
                 for row in conn.execute(
-                    "UPDATE jobs SET state = 'waiting', worker = '', expires = 0, grace = 0, "
+                    "UPDATE jobs SET worker = '', expires = 0, grace = 0, "
+                    "state = CASE WHEN :delay > 0 THEN 'scheduled' ELSE 'waiting' END, "
+                    "ready_at = CASE WHEN :delay > 0 THEN :now + :delay ELSE ready_at END, "
                     f"history = {_APPEND_HISTORY} "
                     "WHERE jid IN (SELECT value FROM json_each(:jids)) "
                     "AND state = 'running' AND worker = :worker AND queue = :queue RETURNING jid",
@@ -1000,6 +1009,8 @@ class SQLiteEngine:
                         "queue": queue,
                         "cap": self._history_cap(self._config(conn)),
                         "event": _event("released", at),
+                        "delay": delay,
+                        "now": at,
                     },
                 )
             }
