@@ -1,4 +1,4 @@
-"""The `lanner` command line."""
+"""The `lanner` command line: the subcommands live in lanner.commands."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ def main() -> None:
 
 def _register_subcommands() -> None:
     from lanner.bench.cli import bench
+    from lanner.commands import admin
+    from lanner.commands.demo import demo
+    from lanner.commands.worker import worker
 
+    main.add_command(demo)
+    main.add_command(worker)
+    admin.register(main)
     main.add_command(bench)
 
 

@@ -1,0 +1,184 @@
+"""Task payloads: how a task's arguments travel in a job's `data`, and back.
+
+A payload is a JSON object, the *envelope*:
+
+    {"v": 1, "args": [...], "kwargs": {...}, "app_data": ...}            JSON (the default)
+    {"v": 1, "codec": "pickle", "kid": "k1", "body": "<base64>", "sig": "<hex>"}
+
+JSON is the default and the only codec a worker accepts unless told otherwise. Pickle
+runs code when loaded, so it is an explicit opt-in that requires an HMAC key: the
+signature (HMAC-SHA256) covers the version, jid, task name, queue and body, is checked
+with `hmac.compare_digest` before anything is unpickled, and binds the payload to its
+job, so a signed payload cannot be replayed into another job or queue. Signing is not
+encryption: anyone who can read the store can read the arguments.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import pickle
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from lanner.errors import LannerError, MalformedArgument
+
+ENVELOPE_VERSION: Final = 1
+
+
+class ArgumentError(MalformedArgument):
+    """A task argument cannot travel with the chosen codec."""
+
+
+class DecodeError(LannerError):
+    """A job's data cannot be turned back into task arguments; `group` says why."""
+
+    group = "lanner-undecodable"
+
+
+class BadSignature(DecodeError):
+    """A signed payload's signature does not match: it is never loaded."""
+
+    group = "lanner-bad-signature"
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    app_data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobIdentity:
+    """What a signature binds a payload to."""
+
+    jid: str
+    klass: str
+    queue: str
+
+
+class Codec(Protocol):
+    name: str
+
+    def encode(self, payload: Payload, job: JobIdentity) -> str: ...
+
+
+class JSONCodec:
+    """The default: arguments must be JSON values (dict keys str, no NaN)."""
+
+    name = "json"
+
+    def encode(self, payload: Payload, job: JobIdentity) -> str:
+        envelope = {
+            "v": ENVELOPE_VERSION,
+            "args": list(payload.args),
+            "kwargs": dict(payload.kwargs),
+            "app_data": payload.app_data,
+        }
+        try:
+            return json.dumps(envelope, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):
+            raise _explain(payload, job) from None
+
+
+class SignedPickleCodec:
+    """Pickle, signed with HMAC-SHA256. Opt-in: any Python object, for trusted stores only."""
+
+    name = "pickle"
+
+    def __init__(self, key: bytes, key_id: str = "default") -> None:
+        if not isinstance(key, bytes) or len(key) < 16:
+            raise MalformedArgument("the pickle codec needs an HMAC key of at least 16 bytes")
+        self._key = key
+        self.key_id = key_id
+
+    def sign(self, body: str, job: JobIdentity) -> str:
+        message = "\n".join((str(ENVELOPE_VERSION), job.jid, job.klass, job.queue, body))
+        return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
+
+    def encode(self, payload: Payload, job: JobIdentity) -> str:
+        try:
+            raw = pickle.dumps((payload.args, dict(payload.kwargs), payload.app_data))
+        except Exception as error:
+            raise ArgumentError(f"arguments of {job.klass} cannot be pickled: {error}") from None
+        body = base64.b64encode(raw).decode("ascii")
+        envelope = {
+            "v": ENVELOPE_VERSION,
+            "codec": self.name,
+            "kid": self.key_id,
+            "body": body,
+            "sig": self.sign(body, job),
+        }
+        return json.dumps(envelope, separators=(",", ":"))
+
+    def load(self, envelope: Mapping[str, Any], job: JobIdentity) -> Payload:
+        body, sig = envelope.get("body"), envelope.get("sig")
+        if not isinstance(body, str) or not isinstance(sig, str):
+            raise BadSignature("signed payload without a body or signature")
+        if envelope.get("kid") != self.key_id:
+            raise BadSignature(f"payload signed with unknown key {envelope.get('kid')!r}")
+        if not hmac.compare_digest(sig, self.sign(body, job)):
+            raise BadSignature("payload signature does not match: not loaded")
+        try:
+            args, kwargs, app_data = pickle.loads(base64.b64decode(body, validate=True))  # noqa: S301 - signature checked above
+        except (binascii.Error, pickle.UnpicklingError, ValueError, TypeError) as error:
+            raise DecodeError(f"signed payload does not unpickle: {error}") from None
+        return Payload(tuple(args), kwargs, app_data)
+
+
+def decode(data: str, job: JobIdentity, pickle_codec: SignedPickleCodec | None = None) -> Payload:
+    """Turn a job's data back into a payload, or raise `DecodeError` saying why."""
+    try:
+        envelope = json.loads(data)
+    except ValueError as error:
+        raise DecodeError(f"data is not JSON: {error}") from None
+    if not isinstance(envelope, dict):
+        raise DecodeError(f"data is a JSON {type(envelope).__name__}, not an envelope object")
+    if envelope.get("v") != ENVELOPE_VERSION:
+        raise DecodeError(f"unknown envelope version {envelope.get('v')!r}")
+    codec = envelope.get("codec", "json")
+    if codec == "pickle":
+        if pickle_codec is None:
+            raise BadSignature("pickle payload, but this worker has no pickle codec (HMAC key)")
+        return pickle_codec.load(envelope, job)
+    if codec != "json":
+        raise DecodeError(f"unknown codec {codec!r}")
+    args, kwargs = envelope.get("args", []), envelope.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise DecodeError("envelope args must be a list and kwargs an object")
+    return Payload(tuple(args), kwargs, envelope.get("app_data"))
+
+
+def _explain(payload: Payload, job: JobIdentity) -> ArgumentError:
+    """Name the first argument that JSON cannot carry."""
+    named: list[tuple[str, Any]] = [(f"argument {i}", v) for i, v in enumerate(payload.args)]
+    named += [(f"keyword argument {k!r}", v) for k, v in payload.kwargs.items()]
+    named.append(("app_data", payload.app_data))
+    for label, value in named:
+        problem = _json_problem(value)
+        if problem:
+            return ArgumentError(
+                f"{job.klass}: {label} {problem}; pass JSON values (str, int, float, bool, "
+                "None, list, dict with str keys), or opt in to the signed pickle codec"
+            )
+    return ArgumentError(f"{job.klass}: arguments are not JSON-serialisable")
+
+
+def _json_problem(value: Any) -> str | None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        return f"({type(value).__name__}) is not JSON-serialisable: {error}"
+    if isinstance(value, Mapping) and not all(isinstance(k, str) for k in value):
+        return "has non-str keys, which JSON would turn into strings"
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        for item in value:
+            problem = _json_problem(item)
+            if problem:
+                return problem
+    return None

@@ -1,0 +1,1 @@
+"""The `lanner` subcommands, one module per group; lanner.cli assembles them."""

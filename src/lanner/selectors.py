@@ -1,0 +1,253 @@
+"""Queue selection: which of its queues a worker pops from next.
+
+A worker serves several queues, each with a `priority` (an int >= 1; higher is more important).
+Before each round it calls `selector.select(queues, ready)`, where `ready()` returns the names of
+the queues that have work right now. This module owns the selector protocol, the built-in
+selectors (Kale's lotteries and qless's ordered and round-robin modes), their registry, and
+`resolve_selector`, which turns a configured name or dotted class path into a selector.
+
+Every built-in calls `ready()` at most once per `select` (`lottery` and `random` never call it),
+returns one of the queues it was given, and breaks ties in priority by the configured order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from types import MappingProxyType
+from typing import Final, Protocol, TypeAlias, TypeVar, runtime_checkable
+
+from lanner.errors import MalformedArgument
+
+__all__ = [
+    "DEFAULT_SELECTOR",
+    "LOTTERY_LOTTERY_TRIES",
+    "SELECTORS",
+    "HighestPriorityFirst",
+    "HighestPriorityLottery",
+    "Lottery",
+    "LotteryLottery",
+    "Ordered",
+    "QueueSelector",
+    "Ready",
+    "ReducedLottery",
+    "RoundRobin",
+    "SelectableQueue",
+    "SelectorFactory",
+    "UniformRandom",
+    "resolve_selector",
+]
+
+
+class SelectableQueue(Protocol):
+    """What a selector needs to know about a queue; lanner's QueueConfig satisfies it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def priority(self) -> int: ...
+
+
+Q = TypeVar("Q", bound=SelectableQueue)
+
+Ready: TypeAlias = Callable[[], AbstractSet[str]]
+"""Returns the names of the queues that have work now (one cheap call, cached by the caller)."""
+
+
+@runtime_checkable
+class QueueSelector(Protocol):
+    def select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        """Return the queue to pop next; `queues` is non-empty and in configured order."""
+        ...
+
+
+class SelectorFactory(Protocol):
+    def __call__(self, rng: random.Random | None = None) -> QueueSelector: ...
+
+
+# The default source of randomness. Reseeded in forked children (as the stdlib does for the
+# `random` module), so prefork workers do not all draw the same "random" queue in lockstep.
+_SHARED_RNG: Final = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_SHARED_RNG.seed)
+
+# Kale lottery-lottery: how many draws may land on an empty queue before the last, final draw.
+LOTTERY_LOTTERY_TRIES: Final = 10
+
+
+class _Selector:
+    """Shared plumbing: the random source, the non-empty check, and the draws."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self._rng = rng if rng is not None else _SHARED_RNG
+
+    def select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        if not queues:
+            raise MalformedArgument(f"{type(self).__name__}.select() needs at least one queue")
+        return self._select(queues, ready)
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        raise NotImplementedError
+
+    def _draw(self, queues: Sequence[Q]) -> Q:
+        """One weighted lottery: each queue holds `priority` tickets."""
+        for q in queues:
+            if q.priority < 1:
+                raise MalformedArgument(
+                    f"queue {q.name!r} has priority {q.priority}; a lottery needs priorities >= 1"
+                )
+        return self._rng.choices(queues, weights=[q.priority for q in queues])[0]
+
+
+def _with_work(queues: Sequence[Q], ready: Ready) -> list[Q]:
+    have = ready()
+    return [q for q in queues if q.name in have]
+
+
+def _highest(queues: Sequence[Q]) -> Q:
+    return max(queues, key=lambda q: q.priority)  # max() keeps the first of equals
+
+
+class Lottery(_Selector):
+    """`lottery`: one draw weighted by priority; whether the winner has work is ignored."""
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        return self._draw(queues)
+
+
+class ReducedLottery(_Selector):
+    """`reduced-lottery` (the default, Kale's ReducedLottery).
+
+    Kale draws from a pool of all queues, drops each winner that has no work and draws again;
+    when the pool runs dry it draws over all queues (the worker then blocks on the winner).
+    Dropping losers never changes the odds between the queues that remain, so with all of
+    `ready()` known at once that loop is exactly one draw among the queues with work, or,
+    if none has work, one draw among all of them.
+    """
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        return self._draw(_with_work(queues, ready) or queues)
+
+
+class HighestPriorityFirst(_Selector):
+    """`highest-priority-first`: the highest-priority queue with work, else the highest."""
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        return _highest(_with_work(queues, ready) or queues)
+
+
+class HighestPriorityLottery(_Selector):
+    """`highest-priority-lottery`: the highest-priority queue with work, else a lottery."""
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        with_work = _with_work(queues, ready)
+        return _highest(with_work) if with_work else self._draw(queues)
+
+
+class LotteryLottery(_Selector):
+    """`lottery-lottery`: up to 10 draws until one has work, then one final draw (may be empty)."""
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        have = ready()
+        for _ in range(LOTTERY_LOTTERY_TRIES):
+            winner = self._draw(queues)
+            if winner.name in have:
+                return winner
+        return self._draw(queues)
+
+
+class UniformRandom(_Selector):
+    """`random`: a uniform choice; priorities and work are ignored."""
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        return self._rng.choice(queues)
+
+
+class Ordered(_Selector):
+    """`ordered` (qless): the first queue in configured order with work, else the first queue."""
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        return (_with_work(queues, ready) or queues)[0]
+
+
+class RoundRobin(_Selector):
+    """`round-robin` (qless): the next queue in configured order after the last pick that has
+    work; if none has work, simply the next one. Each instance keeps its own place."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        super().__init__(rng)
+        self._last: str | None = None
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        names = [q.name for q in queues]
+        start = names.index(self._last) + 1 if self._last in names else 0
+        rotation = [*queues[start:], *queues[:start]]
+        chosen = (_with_work(rotation, ready) or rotation)[0]
+        self._last = chosen.name
+        return chosen
+
+
+DEFAULT_SELECTOR: Final = "reduced-lottery"
+
+SELECTORS: Final[Mapping[str, SelectorFactory]] = MappingProxyType(
+    {
+        "reduced-lottery": ReducedLottery,
+        "lottery": Lottery,
+        "highest-priority-first": HighestPriorityFirst,
+        "highest-priority-lottery": HighestPriorityLottery,
+        "lottery-lottery": LotteryLottery,
+        "random": UniformRandom,
+        "ordered": Ordered,
+        "round-robin": RoundRobin,
+    }
+)
+
+# Kale settings name a class (QUEUE_SELECTOR = 'kale.queue_selector.ReducedLottery').
+_KALE_NAMES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "kale.queue_selector.ReducedLottery": "reduced-lottery",
+        "kale.queue_selector.Lottery": "lottery",
+        "kale.queue_selector.HighestPriorityFirst": "highest-priority-first",
+        "kale.queue_selector.HighestPriorityLottery": "highest-priority-lottery",
+        "kale.queue_selector.LotteryLottery": "lottery-lottery",
+        "kale.queue_selector.Random": "random",
+    }
+)
+
+
+def resolve_selector(spec: str, *, rng: random.Random | None = None) -> QueueSelector:
+    """Return a new selector for `spec`: a name in `SELECTORS`, one of Kale's class paths, or
+    `package.module.ClassName` (instantiated with no arguments; `rng` is then not used)."""
+    if not isinstance(spec, str):
+        raise MalformedArgument(f"queue selector must be a str, not {type(spec).__name__}")
+    name = _KALE_NAMES.get(spec, spec)
+    if name in SELECTORS:
+        return SELECTORS[name](rng)
+    module_name, _, attr = name.rpartition(".")
+    if not module_name or not all(part.isidentifier() for part in name.split(".")):
+        raise _bad_spec(spec, "is not a known selector")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _bad_spec(spec, f"cannot be imported ({exc})") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise _bad_spec(spec, f"names nothing callable in module {module_name!r}")
+    try:
+        selector: QueueSelector = factory()
+    except TypeError as exc:
+        raise _bad_spec(spec, f"cannot be created with no arguments ({exc})") from exc
+    if not callable(getattr(selector, "select", None)):
+        raise _bad_spec(spec, "has no select(queues, ready) method")
+    return selector
+
+
+def _bad_spec(spec: object, problem: str) -> MalformedArgument:
+    return MalformedArgument(
+        f"queue selector {spec!r} {problem}; use one of {', '.join(SELECTORS)}, "
+        "or a dotted path package.module.ClassName to a class with a select(queues, ready) method"
+    )

@@ -1,0 +1,380 @@
+"""The worker loop of one process: Kale's loop on lanner's engine.
+
+    forever:
+        queue = selector.select(queues)                  # Reduced Lottery by default
+        repeat num_iterations times:
+            jobs = pop(queue, batch_size)                # lock = visibility_timeout_sec;
+                                                         # blocks up to long_poll_time_sec
+            stop if none
+            for each job, in order:
+                release it if it cannot finish before its lock runs out (the batch SLA)
+                run it under its time limit, heartbeating its lock meanwhile
+                success -> complete (batched); exception -> retry with backoff, or fail
+            complete the batch's successes in one call
+
+A job that cannot be decoded, names an unknown task, has a bad signature, does not fit
+the task's arguments or is too large never reaches a task: it fails into a
+`lanner-*` failure group with the reason, and the rest of the batch runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from lanner.codec import DecodeError, JobIdentity, decode
+from lanner.errors import LannerError
+from lanner.exceptions import TimeoutException
+from lanner.job import Job
+from lanner.queues import QueueConfig
+from lanner.selectors import QueueSelector
+from lanner.task import Task, find_task
+from lanner.worker.logs import current_jid
+from lanner.worker.timelimit import time_limit
+
+if TYPE_CHECKING:
+    from lanner.app import App
+
+logger = logging.getLogger("lanner.worker")
+
+READY_CACHE_SEC = 0.5
+"""How long the set of queues with work is reused before asking the engine again."""
+
+POP_SLICE_SEC = 0.5
+"""A long poll is split into pops this long, so a stop request is seen within it."""
+
+
+def worker_name() -> str:
+    """`<hostname>-<pid>`, as qless names workers."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class Reporter(Protocol):
+    """Where a loop says what it does, so a supervisor can step in if its process dies."""
+
+    def batch(self, queue: str, jids: Sequence[str]) -> None: ...
+
+    def started(self, jid: str, deadline: float, retry_delay: float | None) -> None: ...
+
+    def finished(self, jid: str, succeeded: bool) -> None: ...
+
+    def flushed(self) -> None: ...
+
+
+class NoReporter:
+    def batch(self, queue: str, jids: Sequence[str]) -> None:
+        pass
+
+    def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
+        pass
+
+    def finished(self, jid: str, succeeded: bool) -> None:
+        pass
+
+    def flushed(self) -> None:
+        pass
+
+
+@dataclass
+class Limits:
+    max_tasks: int | None = None
+    max_memory_mb: int | None = None
+
+
+class Heartbeat:
+    """A thread that keeps the lock of the job being run, every third of its duration."""
+
+    def __init__(self, engine: Any, worker: str) -> None:
+        self._engine = engine
+        self._worker = worker
+        self._jid: str | None = None
+        self._interval = 1.0
+        self._wake = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="lanner-heartbeat", daemon=True)
+        self._thread.start()
+
+    def watch(self, jid: str | None, lock_seconds: float = 60.0) -> None:
+        with self._wake:
+            self._jid = jid
+            self._interval = max(lock_seconds / 3, 0.05)
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait(self._interval)
+                jid = self._jid
+            if jid is None:
+                continue
+            try:
+                self._engine.heartbeat(jid, self._worker)
+            except LannerError as error:
+                logger.warning("heartbeat of %s failed: %s", jid, error)
+            except Exception:
+                logger.exception("heartbeat of %s failed", jid)
+
+
+class WorkerLoop:
+    """Runs jobs from `queues` until `stop()` or a limit; one per process."""
+
+    def __init__(
+        self,
+        app: App,
+        queues: Sequence[QueueConfig],
+        selector: QueueSelector,
+        *,
+        worker: str | None = None,
+        reporter: Reporter | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        self.app = app
+        self.engine = app.engine
+        self.queues = list(queues)
+        self.selector = selector
+        self.worker = worker or worker_name()
+        self.reporter = reporter or NoReporter()
+        self.limits = limits or Limits()
+        self.processed = 0
+        self._stopping = False
+        self._ready: tuple[float, frozenset[str]] = (0.0, frozenset())
+        self._heartbeat = Heartbeat(self.engine, self.worker)
+
+    def stop(self) -> None:
+        """Finish the running task, give back the rest of the batch, then return from run()."""
+        self._stopping = True
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> str:
+        """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
+        configure_queues(self.engine, self.queues)
+        while not self._stopping:
+            queue = self.selector.select(self.queues, self.ready_queues)
+            # Block only on a queue chosen while none had work; a queue that runs dry
+            # mid-round sends the worker back to the selector, not into a long poll.
+            block = queue.name not in self.ready_queues()
+            for _ in range(queue.num_iterations):
+                jobs = self._pop(queue, block)
+                if not jobs:
+                    self._ready = (0.0, frozenset())  # stale: ask the engine next time
+                    break
+                block = False
+                self.run_batch(queue, jobs)
+                reason = self.limit_reached()
+                if reason:
+                    return reason
+                if self._stopping:
+                    break
+        return "stopped"
+
+    def ready_queues(self) -> frozenset[str]:
+        """Names of the queues with work, from one engine call reused for a moment."""
+        fetched_at, names = self._ready
+        if time.monotonic() - fetched_at > READY_CACHE_SEC:
+            names = frozenset(
+                counts.name
+                for counts in self.engine.queues()
+                if (counts.waiting or counts.stalled) and not counts.paused
+            )
+            self._ready = (time.monotonic(), names)
+        return names
+
+    def _pop(self, queue: QueueConfig, block: bool) -> list[Job]:
+        deadline = time.monotonic() + (queue.long_poll_time_sec if block else 0.0)
+        while True:
+            wait = max(0.0, min(POP_SLICE_SEC, deadline - time.monotonic()))
+            jobs: list[Job] = self.engine.pop(queue.name, self.worker, queue.batch_size, wait=wait)
+            if jobs or self._stopping or time.monotonic() >= deadline:
+                return jobs
+
+    def limit_reached(self) -> str | None:
+        if self.limits.max_tasks is not None and self.processed >= self.limits.max_tasks:
+            return "max-tasks"
+        if self.limits.max_memory_mb is not None and rss_mb() >= self.limits.max_memory_mb:
+            return "max-memory"
+        return None
+
+    def run_batch(self, queue: QueueConfig, jobs: Sequence[Job]) -> None:
+        self.reporter.batch(queue.name, [job.jid for job in jobs])
+        succeeded: list[str] = []
+        try:
+            for index, job in enumerate(jobs):
+                if self._stopping or self.limit_reached():
+                    self._release([j.jid for j in jobs[index:]], queue.name, "worker stopping")
+                    break
+                if self.run_job(queue, job):
+                    succeeded.append(job.jid)
+        finally:
+            if succeeded:
+                done = self.engine.complete_many(succeeded, self.worker, queue.name)
+                if len(done) < len(succeeded):
+                    lost = sorted(set(succeeded) - set(done))
+                    logger.warning("lock lost before completion, job(s) run elsewhere: %s", lost)
+            self.reporter.flushed()
+
+    def _release(self, jids: list[str], queue: str, why: str, delay: float = 0.0) -> None:
+        released = self.engine.release(jids, self.worker, queue, delay=delay)
+        if released:
+            logger.info("released %d job(s) (%s): %s", len(released), why, released)
+
+    # -- one job --------------------------------------------------------------------------
+    def run_job(self, queue: QueueConfig, job: Job) -> bool:
+        """Run one job; True if it succeeded (its completion is left to the batch)."""
+        token = current_jid.set(job.jid)
+        try:
+            try:
+                task, args, kwargs = self._prepare(job)
+            except _Rejected as rejected:
+                logger.error("job %s (%s) cannot run: %s", job.jid, job.klass, rejected.message)
+                self._fail(job, rejected.group, rejected.message)
+                return False
+            if time.time() + task.time_limit > job.expires:
+                self._release([job.jid], job.queue, "its time limit would outlast its lock")
+                return False
+            if not task.should_run_task(*args, **kwargs):
+                deferrals = sum(1 for event in job.history if event.what == "released")
+                self._release([job.jid], job.queue, "should_run_task() said no",
+                              delay=self.app.settings.retry_delay(deferrals))  # fmt: skip
+                return False
+            return self._execute(queue, job, task, args, kwargs)
+        finally:
+            current_jid.reset(token)
+
+    def _prepare(self, job: Job) -> tuple[Task, tuple[Any, ...], dict[str, Any]]:
+        """Find, decode and check the job's task, or raise _Rejected saying why it can't run."""
+        size = len(job.data.encode("utf-8", "surrogatepass"))
+        limit = self.engine.max_data_bytes
+        if size > limit:
+            raise _Rejected("lanner-oversized", f"data is {size} bytes; the limit is {limit}")
+        task_class = find_task(job.klass)
+        if task_class is None:
+            raise _Rejected("lanner-unknown-task", f"no task is named {job.klass!r}")
+        identity = JobIdentity(job.jid, job.klass, job.queue)
+        try:
+            payload = decode(job.data, identity, self.app.pickle_codec)
+        except DecodeError as error:
+            raise _Rejected(error.group, str(error)) from None
+        args, kwargs = payload.args, dict(payload.kwargs)
+        try:
+            inspect.signature(task_class.run_task).bind(None, *args, **kwargs)
+        except TypeError as error:
+            call = f"{job.klass}{_call(args, kwargs)}"
+            raise _Rejected("lanner-bad-arguments", f"{call}: {error}") from None
+        return task_class(job, payload), args, kwargs
+
+    def _execute(
+        self,
+        queue: QueueConfig,
+        job: Job,
+        task: Task,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> bool:
+        retry_delay = self._retry_delay(task, job)
+        self.reporter.started(job.jid, time.time() + task.time_limit, retry_delay)
+        self._heartbeat.watch(job.jid, queue.visibility_timeout_sec)
+        try:
+            with time_limit(task.time_limit):
+                task.run(*args, **kwargs)
+        except Exception as error:
+            self._heartbeat.watch(None)  # before retry/fail: no heartbeat of a released lock
+            self._after_failure(task, job, error, retry_delay)
+            self.reporter.finished(job.jid, succeeded=False)
+            return False
+        finally:
+            self._heartbeat.watch(None)
+            self.processed += 1
+        self.reporter.finished(job.jid, succeeded=True)
+        return True
+
+    def _retry_delay(self, task: Task, job: Job) -> float | None:
+        """How long to wait before retrying this job if it fails now; None: it fails for good."""
+        if not type(task).max_retries or job.remaining <= 0:
+            return None
+        return float(self.app.settings.retry_delay(job.retries - job.remaining))
+
+    def _after_failure(
+        self, task: Task, job: Job, error: Exception, retry_delay: float | None
+    ) -> None:
+        if isinstance(error, TimeoutException):
+            task._kill_runtime_exceeded()
+        details = traceback.format_exc()
+        if type(task).is_retryable(error) and retry_delay is not None:
+            logger.warning("job %s failed (%s: %s), retry in %g s", job.jid,
+                           type(error).__name__, error, retry_delay)  # fmt: skip
+            try:
+                self.engine.retry(job.jid, job.queue, self.worker, retry_delay)
+            except LannerError as lost:
+                logger.warning("could not retry %s: %s", job.jid, lost)
+            return
+        if not type(task).is_retryable(error):
+            failure_type = "unrecoverable"
+        elif not type(task).max_retries:
+            failure_type = "no_retries"
+        else:
+            failure_type = "max_retries"
+        task._report_permanent_failure(str(error), error, failure_type)
+        self._fail(job, exception_group(error), details)
+
+    def _fail(self, job: Job, group: str, message: str) -> None:
+        try:
+            self.engine.fail(job.jid, self.worker, group, message)
+        except LannerError as lost:
+            logger.warning("could not fail %s into %s: %s", job.jid, group, lost)
+
+
+class _Rejected(Exception):
+    """A job that can never run: it fails into `group` without reaching a task."""
+
+    def __init__(self, group: str, message: str) -> None:
+        super().__init__(message)
+        self.group = group
+        self.message = message
+
+
+def configure_queues(engine: Any, queues: Sequence[QueueConfig]) -> None:
+    """Store the queues' settings the engine applies: lock duration and concurrency cap."""
+    for queue in queues:
+        # The lock a pop takes is the queue's batch SLA.
+        engine.config_set(f"{queue.name}-heartbeat", queue.visibility_timeout_sec)
+        if queue.max_concurrency:
+            engine.config_set(f"{queue.name}-max-concurrency", queue.max_concurrency)
+
+
+def exception_group(error: BaseException) -> str:
+    """The failure group of an exception: its class, qualified unless built in."""
+    kind = type(error)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def rss_mb() -> float:
+    """This process's resident memory in MiB (current on Linux, peak elsewhere)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    text = ", ".join(shown)
+    return f"({text[:200]}{'...' if len(text) > 200 else ''})"

@@ -1,0 +1,485 @@
+"""Tests of the admin commands (`lanner status`, `jobs`, `job`, `failed`, `retry`, `pause`,
+`unpause`, `publish`) against a real SQLite store set up through the engine."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+import lanner.app
+from lanner import Engine, JobState, open_engine
+from lanner.commands import admin
+from lanner.names import QUEUE_NAME_RULE
+
+KLASS = "myapp.tasks.Work"
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "tasks.py", line 3, in run_task\n'
+    "    send()\n"
+    "myapp.errors.SMTPError: connection refused\n"
+)
+
+
+@pytest.fixture
+def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh store, and an environment that neither configures lanner nor styles output."""
+    for name in ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(lanner.app, "_default_app", None)  # the CLI sets it; put it back after
+    return f"sqlite:///{tmp_path}/x.db"
+
+
+@pytest.fixture
+def engine(url: str) -> Iterator[Engine]:
+    opened = open_engine(url)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def cli() -> click.Group:
+    group = click.Group("lanner")
+    admin.register(group)
+    return group
+
+
+def run(cli: click.Group, url: str, *args: str) -> Result:
+    return CliRunner().invoke(cli, [*args, "--broker", url])
+
+
+def output_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def row(output: str, first: str) -> list[str]:
+    """The words of the table line that starts with `first`."""
+    return next(line.split() for line in output.splitlines() if line.split()[:1] == [first])
+
+
+def fail_job(engine: Engine, queue: str, jid: str, group: str, message: str, at: float) -> None:
+    engine.put(queue, jid, KLASS, '{"n": 1}', now=at)
+    [popped] = engine.pop(queue, "worker-1", now=at)
+    assert popped.jid == jid
+    engine.fail(jid, "worker-1", group, message, now=at)
+
+
+def populate(engine: Engine) -> None:
+    """emails: one of each state; reports: paused, with one failed job (group boom)."""
+    engine.put("emails", "run", KLASS)
+    assert [job.jid for job in engine.pop("emails", "worker-1")] == ["run"]
+    engine.put("emails", "stall", KLASS)
+    assert [job.jid for job in engine.pop("emails", "worker-1")] == ["stall"]
+    engine.timeout(["stall"])
+    engine.put("emails", "low", KLASS, priority=0)
+    engine.put("emails", "high", "myapp.tasks.Urgent", priority=3)
+    engine.put("emails", "later", KLASS, delay=3600)
+    engine.put("emails", "after", KLASS, depends=["low"])
+    engine.recur("emails", "nightly", KLASS, "{}", 3600, 3600)
+    fail_job(engine, "reports", "broken", "boom", TRACEBACK, time.time())
+    engine.pause(["reports"])
+
+
+# -- status -------------------------------------------------------------------------------
+def test_status_json_is_every_queue_and_failure_group(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    populate(engine)
+    document = output_json(run(cli, url, "status", "--json"))
+    zero = dict.fromkeys(("waiting", "stalled", "running", "scheduled", "depends", "recurring"), 0)
+    assert document == {
+        "queues": [
+            {"name": "emails", "waiting": 2, "stalled": 1, "running": 1, "scheduled": 1,
+             "depends": 1, "recurring": 1, "paused": False},
+            {"name": "reports", **zero, "paused": True},
+        ],
+        "failed": {"boom": 1},
+    }  # fmt: skip
+
+
+def test_status_table_shows_counts_totals_and_groups(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    populate(engine)
+    engine.put("other", "one", KLASS)
+    result = run(cli, url, "status")
+    assert result.exit_code == 0, result.output
+    assert row(result.output, "emails") == ["emails", "2", "1", "1", "1", "1", "1"]
+    assert row(result.output, "reports") == ["reports", "0", "0", "0", "0", "0", "0", "yes"]
+    assert row(result.output, "total") == ["total", "3", "1", "1", "1", "1", "1"]
+    assert row(result.output, "boom") == ["boom", "1"]
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+
+
+def test_status_of_an_empty_store(cli: click.Group, url: str) -> None:
+    assert output_json(run(cli, url, "status", "--json")) == {"queues": [], "failed": {}}
+    result = run(cli, url, "status")
+    assert result.exit_code == 0
+    assert "no queues yet" in result.output
+    assert "no failed jobs" in result.output
+
+
+# -- jobs ---------------------------------------------------------------------------------
+def test_jobs_json_lists_waiting_jobs_highest_priority_first(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    populate(engine)
+    assert output_json(run(cli, url, "jobs", "emails", "--json")) == [
+        {"jid": "high", "queue": "emails", "state": "waiting", "klass": "myapp.tasks.Urgent",
+         "priority": 3},
+        {"jid": "low", "queue": "emails", "state": "waiting", "klass": KLASS, "priority": 0},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("state", "jids"),
+    [
+        ("running", ["run"]),
+        ("stalled", ["stall"]),
+        ("scheduled", ["later"]),
+        ("depends", ["after"]),
+        ("recurring", ["nightly"]),
+    ],
+)
+def test_jobs_by_state(
+    cli: click.Group, url: str, engine: Engine, state: str, jids: list[str]
+) -> None:
+    populate(engine)
+    listed = output_json(run(cli, url, "jobs", "emails", "--state", state, "--json"))
+    assert [item["jid"] for item in listed] == jids
+    assert {item["state"] for item in listed} == {state}
+
+
+def test_jobs_without_queue_lists_every_queue_up_to_the_limit(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    for queue, jid in [("alpha", "a1"), ("alpha", "a2"), ("beta", "b1"), ("gamma", "g1")]:
+        engine.put(queue, jid, KLASS)
+    listed = output_json(run(cli, url, "jobs", "--json"))
+    assert [(item["queue"], item["jid"]) for item in listed] == [
+        ("alpha", "a1"), ("alpha", "a2"), ("beta", "b1"), ("gamma", "g1"),
+    ]  # fmt: skip
+    limited = output_json(run(cli, url, "jobs", "--limit", "3", "--json"))
+    assert [item["jid"] for item in limited] == ["a1", "a2", "b1"]
+
+
+def test_jobs_complete(cli: click.Group, url: str, engine: Engine) -> None:
+    engine.put("emails", "done", KLASS)
+    engine.pop("emails", "worker-1")
+    engine.complete("done", "worker-1", "emails")
+    listed = output_json(run(cli, url, "jobs", "--state", "complete", "--json"))
+    assert listed == [
+        {"jid": "done", "queue": "", "state": "complete", "klass": KLASS, "priority": 0}
+    ]
+    result = run(cli, url, "jobs", "emails", "--state", "complete")
+    assert result.exit_code == 2
+    assert "complete jobs belong to no queue" in result.output
+
+
+def test_jobs_table(cli: click.Group, url: str, engine: Engine) -> None:
+    jid = "5f0c8a1e9b7d4c2aa1b3c4d5e6f70812"
+    engine.put("emails", jid, "myapp.tasks.SendAVeryLongWelcomeEmailTask", priority=7)
+    result = run(cli, url, "jobs", "emails")
+    assert result.exit_code == 0, result.output
+    assert "waiting jobs in 'emails'" in result.output
+    assert row(result.output, jid)[-1] == "7"  # the jid is never broken across lines
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    empty = run(cli, url, "jobs", "nothing-here")
+    assert empty.exit_code == 0
+    assert "no waiting jobs in queue 'nothing-here'" in empty.output
+
+
+# -- job ----------------------------------------------------------------------------------
+def test_job_json_has_every_field_with_data_decoded(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    at = time.time()
+    fail_job(engine, "reports", "broken", "boom", TRACEBACK, at)
+    document = output_json(run(cli, url, "job", "broken", "--json"))
+    history = document.pop("history")
+    assert document == {
+        "jid": "broken",
+        "klass": KLASS,
+        "queue": "reports",
+        "state": "failed",
+        "priority": 0,
+        "tags": [],
+        "retries": 5,
+        "remaining": 5,
+        "worker": "",
+        "expires": 0,
+        "data": {"n": 1},
+        "failure": {"group": "boom", "message": TRACEBACK, "when": at, "worker": "worker-1"},
+        "dependencies": [],
+        "dependents": [],
+        "spawned_from_jid": None,
+        "tracked": False,
+    }
+    assert [(event["what"], event["when"]) for event in history] == [
+        ("put", at), ("popped", at), ("failed", at),
+    ]  # fmt: skip
+    assert history[0]["q"] == "reports"
+
+
+def test_job_detail_shows_data_failure_and_history_in_utc(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    at = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+    fail_job(engine, "reports", "broken", "boom", TRACEBACK, at)
+    result = run(cli, url, "job", "broken")
+    assert result.exit_code == 0, result.output
+    assert row(result.output, "klass") == ["klass", KLASS]
+    assert row(result.output, "state") == ["state", "failed"]
+    assert '"n": 1' in result.output
+    assert "Traceback (most recent call last):" in result.output
+    assert "myapp.errors.SMTPError: connection refused" in result.output
+    assert "when    2023-11-14 22:13:20 UTC" in result.output
+    assert row(result.output, "2023-11-14")[2:] == ["put", "q=reports"]
+
+
+def test_job_that_does_not_exist_exits_1(cli: click.Group, url: str) -> None:
+    result = run(cli, url, "job", "nope")
+    assert result.exit_code == 1
+    assert "no job 'nope'" in result.output
+
+
+# -- failed -------------------------------------------------------------------------------
+def test_failed_groups(cli: click.Group, url: str, engine: Engine) -> None:
+    at = time.time()
+    fail_job(engine, "emails", "e1", "boom", "first", at)
+    fail_job(engine, "emails", "e2", "boom", "second", at + 1)
+    fail_job(engine, "emails", "e3", "other", "third", at + 2)
+    assert output_json(run(cli, url, "failed", "--json")) == {"boom": 2, "other": 1}
+    result = run(cli, url, "failed")
+    assert row(result.output, "boom") == ["boom", "2"]
+    assert row(result.output, "total") == ["total", "3"]
+
+
+def test_failed_group_jobs_newest_first(cli: click.Group, url: str, engine: Engine) -> None:
+    at = 1_700_000_000.0
+    fail_job(engine, "emails", "e1", "boom", "first\nmore", at)
+    fail_job(engine, "reports", "r1", "boom", TRACEBACK, at + 1)
+    assert output_json(run(cli, url, "failed", "boom", "--limit", "1", "--json")) == {
+        "group": "boom",
+        "total": 2,
+        "jobs": [
+            {"jid": "r1", "klass": KLASS, "queue": "reports", "when": at + 1,
+             "worker": "worker-1", "message": TRACEBACK},
+        ],
+    }  # fmt: skip
+    result = run(cli, url, "failed", "boom")
+    assert result.exit_code == 0, result.output
+    assert "boom: 2 of 2, newest first" in result.output
+    assert row(result.output, "r1") == ["r1", "reports", "2023-11-14", "22:13:21"]
+    assert "myapp.errors.SMTPError: connection refused" in result.output  # a traceback's point
+    assert "Traceback" not in result.output
+    assert "first" in result.output
+    assert "more" not in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+
+
+def test_failed_when_nothing_failed(cli: click.Group, url: str) -> None:
+    assert output_json(run(cli, url, "failed", "--json")) == {}
+    assert "no failed jobs" in run(cli, url, "failed").output
+    assert "no failed jobs in group 'boom'" in run(cli, url, "failed", "boom").output
+
+
+@pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        ("", ""),
+        ("one line", "one line"),
+        ("\n  first\nsecond\n", "first"),
+        (TRACEBACK, "myapp.errors.SMTPError: connection refused"),
+    ],
+)
+def test_first_line(message: str, line: str) -> None:
+    assert admin.first_line(message) == line
+
+
+# -- retry --------------------------------------------------------------------------------
+def fail_interleaved(engine: Engine) -> list[tuple[str, str]]:
+    """Five jobs of group boom, oldest first, from queues in runs: a a b a b."""
+    jobs = [("a", "j1"), ("a", "j2"), ("b", "j3"), ("a", "j4"), ("b", "j5")]
+    at = time.time() - 100
+    for n, (queue, jid) in enumerate(jobs):
+        fail_job(engine, queue, jid, "boom", "no", at + n)
+    return jobs
+
+
+def states(engine: Engine) -> dict[str, tuple[str, JobState]]:
+    jids = ["j1", "j2", "j3", "j4", "j5"]
+    return {job.jid: (job.queue, job.state) for job in engine.multiget(jids)}
+
+
+@pytest.mark.parametrize("page", [500, 2])
+def test_retry_puts_each_job_back_into_its_own_queue(
+    cli: click.Group, url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch, page: int
+) -> None:
+    monkeypatch.setattr(admin, "RETRY_PAGE", page)
+    jobs = fail_interleaved(engine)
+    result = run(cli, url, "retry", "boom")
+    assert result.exit_code == 0, result.output
+    assert "retried 5 jobs of group 'boom': 3 into 'a', 2 into 'b'" in result.output
+    assert states(engine) == {jid: (queue, JobState.WAITING) for queue, jid in jobs}
+    assert engine.failed_groups() == {}
+
+
+def test_retry_count_takes_the_oldest(cli: click.Group, url: str, engine: Engine) -> None:
+    fail_interleaved(engine)
+    result = run(cli, url, "retry", "boom", "--count", "3")
+    assert result.exit_code == 0, result.output
+    assert "retried 3 jobs of group 'boom': 2 into 'a', 1 into 'b'" in result.output
+    assert states(engine) == {
+        "j1": ("a", JobState.WAITING),
+        "j2": ("a", JobState.WAITING),
+        "j3": ("b", JobState.WAITING),
+        "j4": ("a", JobState.FAILED),
+        "j5": ("b", JobState.FAILED),
+    }
+
+
+@pytest.mark.parametrize("page", [500, 2])
+def test_retry_into_one_queue(
+    cli: click.Group, url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch, page: int
+) -> None:
+    monkeypatch.setattr(admin, "RETRY_PAGE", page)
+    fail_interleaved(engine)
+    result = run(cli, url, "retry", "boom", "--queue", "c", "--count", "4")
+    assert result.exit_code == 0, result.output
+    assert "retried 4 jobs of group 'boom': 4 into 'c'" in result.output
+    assert engine.failed_groups() == {"boom": 1}
+    assert engine.queue_counts("c").waiting == 4
+    assert states(engine)["j5"] == ("b", JobState.FAILED)
+
+
+def test_retry_of_an_empty_group(cli: click.Group, url: str) -> None:
+    result = run(cli, url, "retry", "boom")
+    assert result.exit_code == 0
+    assert "retried 0 jobs of group 'boom'" in result.output
+
+
+# -- pause / unpause ----------------------------------------------------------------------
+def test_pause_and_unpause(cli: click.Group, url: str, engine: Engine) -> None:
+    result = run(cli, url, "pause", "a", "b")
+    assert result.exit_code == 0, result.output
+    assert "paused a, b" in result.output
+    assert engine.queue_counts("a").paused
+    assert engine.queue_counts("b").paused
+    result = run(cli, url, "unpause", "a")
+    assert result.exit_code == 0, result.output
+    assert "unpaused a" in result.output
+    assert not engine.queue_counts("a").paused
+    assert engine.queue_counts("b").paused
+
+
+@pytest.mark.parametrize(
+    "args", [("pause", "9lives"), ("unpause", "bad name"), ("jobs", "bad/queue")]
+)
+def test_bad_queue_name_is_an_error_not_a_traceback(
+    cli: click.Group, url: str, args: tuple[str, ...]
+) -> None:
+    result = run(cli, url, *args)
+    assert result.exit_code == 1
+    assert QUEUE_NAME_RULE in result.output
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not an uncaught error
+
+
+def test_pause_needs_a_queue(cli: click.Group, url: str) -> None:
+    assert run(cli, url, "pause").exit_code == 2
+
+
+# -- publish ------------------------------------------------------------------------------
+@pytest.fixture
+def task_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: Any) -> Iterator[str]:
+    """A module in tmp_path with a Kale-style task class `Greet`; its name is unique per test."""
+    name = f"admin_tasks_{request.node.name.replace('[', '_').replace(']', '').replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(
+        "from lanner import task\n\n\n"
+        "class Greet(task.Task):\n"
+        '    queue = "greetings"\n'
+        "    time_limit = 5\n\n"
+        "    def run_task(self, *args, **kwargs):\n"
+        "        return None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_publish_with_app_module(
+    cli: click.Group, url: str, engine: Engine, task_module: str
+) -> None:
+    result = run(
+        cli, url, "publish", f"{task_module}.Greet", '["ann", 2]', "--kwargs", '{"loud": true}',
+        "--priority", "5", "--tag", "vip", "--tag", "new", "-A", task_module,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    jid = result.stdout.strip()
+    job = engine.get(jid)
+    assert job is not None
+    assert (job.klass, job.queue, job.state) == (f"{task_module}.Greet", "greetings", "waiting")
+    assert (job.priority, job.tags) == (5, ("vip", "new"))
+    assert json.loads(job.data) == {
+        "v": 1, "args": ["ann", 2], "kwargs": {"loud": True}, "app_data": None,
+    }  # fmt: skip
+
+
+def test_publish_finds_the_task_by_name(
+    cli: click.Group, url: str, engine: Engine, task_module: str
+) -> None:
+    result = run(cli, url, "publish", f"{task_module}.Greet", "--queue", "q2", "--delay", "60")
+    assert result.exit_code == 0, result.output
+    job = engine.get(result.stdout.strip())
+    assert job is not None
+    assert (job.queue, job.state) == ("q2", "scheduled")
+    assert json.loads(job.data) == {"v": 1, "args": [], "kwargs": {}, "app_data": None}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["[1,"], "Invalid value for '[ARGS_JSON]': not valid JSON"),
+        (['{"a": 1}'], "Invalid value for '[ARGS_JSON]': must be a JSON array"),
+        (["[NaN]"], "Invalid value for '[ARGS_JSON]': not valid JSON"),
+        (["--kwargs", "{oops"], "Invalid value for '--kwargs': not valid JSON"),
+        (["--kwargs", "[1]"], "Invalid value for '--kwargs': must be a JSON object"),
+    ],
+)
+def test_publish_bad_json_is_a_usage_error(
+    cli: click.Group, url: str, task_module: str, args: list[str], message: str
+) -> None:
+    result = run(cli, url, "publish", f"{task_module}.Greet", *args)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_publish_unknown_task(cli: click.Group, url: str) -> None:
+    result = run(cli, url, "publish", "nowhere.Missing")
+    assert result.exit_code == 1
+    assert "unknown task 'nowhere.Missing'" in result.output
+
+
+def test_publish_bad_queue_name(cli: click.Group, url: str, task_module: str) -> None:
+    result = run(cli, url, "publish", f"{task_module}.Greet", "--queue", "no good")
+    assert result.exit_code == 1
+    assert QUEUE_NAME_RULE in result.output
+
+
+def test_register_adds_every_admin_command(cli: click.Group) -> None:
+    assert sorted(cli.commands) == [
+        "failed", "job", "jobs", "pause", "publish", "retry", "status", "unpause",
+    ]  # fmt: skip
