@@ -21,6 +21,7 @@ needs to step in for them, and to count running and processed jobs.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import multiprocessing
 import os
@@ -127,7 +128,9 @@ class WorkerPool:
 
     # -- public ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Configure the queues in the engine and start the children."""
+        """Import the task modules, configure the queues in the engine, start the children."""
+        for module in self.app.settings.imports:
+            importlib.import_module(module)  # before forking, so every child has the tasks
         configure_queues(self.app.engine, self.queues)
         self._started = True
         for _ in range(self.concurrency):
