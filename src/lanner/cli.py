@@ -13,6 +13,14 @@ def main() -> None:
     """Lanner: distributed background tasks on priority queues."""
 
 
+@click.command("redis-script")
+def redis_script() -> None:
+    """Print the Redis engine's whole Lua script (qless-compatible), for other clients."""
+    from lanner.engines.redis.script import build_script
+
+    click.echo(build_script(), nl=False)
+
+
 def _register_subcommands() -> None:
     from lanner.bench.cli import bench
     from lanner.commands import admin
@@ -23,6 +31,7 @@ def _register_subcommands() -> None:
     main.add_command(worker)
     admin.register(main)
     main.add_command(bench)
+    main.add_command(redis_script)
 
 
 _register_subcommands()

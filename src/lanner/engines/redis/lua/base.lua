@@ -1,0 +1,267 @@
+-------------------------------------------------------------------------------
+-- base.lua: module tables, errors, argument checks, key names, JSON helpers.
+-------------------------------------------------------------------------------
+-- Every name in this script is local. Redis 7 makes a script's globals
+-- read-only, so `function table.extend` or a global helper would fail there.
+-- The modules are plain tables declared up front, so that a function in one
+-- file can call into a module whose file comes later in the concatenation.
+local Config, Events, Stats, Worker = {}, {}, {}, {}
+local Job, Queue, Recurring, Lanner = {}, {}, {}, {}
+
+-- The score of a waiting job is `priority - ready_at / SCORE_TIME_SCALE`, read
+-- highest first: a higher priority wins, and among equal priorities the job
+-- that became ready earlier wins. Dividing by 1e10 keeps the time term below 1
+-- for any timestamp before the year 2286, so it never outweighs a priority step.
+local SCORE_TIME_SCALE = 1e10
+
+local DAY = 86400
+
+-------------------------------------------------------------------------------
+-- Errors
+-------------------------------------------------------------------------------
+-- A failed check raises an error whose message is also kept in
+-- `Raised.message`. The dispatcher (api.lua) catches it and returns that
+-- message as a plain Redis error reply, without the script location Redis
+-- would otherwise add. (The message is kept on the side because what pcall
+-- hands back differs: Redis 6.2 gives the error table, Redis 7 a string.)
+-- Any other Lua error is a bug and is reported as such. The wording is part
+-- of the protocol: clients recognise the families listed in the header.
+local Raised = { message = nil }
+
+local function raise(fmt, ...)
+  Raised.message = string.format(fmt, ...)
+  error({ err = Raised.message })
+end
+
+-------------------------------------------------------------------------------
+-- Numbers
+-------------------------------------------------------------------------------
+local Num = {}
+
+-- Full-precision text for a number. Lua's tostring keeps only 14 significant
+-- digits, which is not enough for a score range such as '(1700000000.123456'.
+function Num.str(value)
+  if value == math.floor(value) and math.abs(value) < 1e15 then
+    return string.format('%d', value)
+  end
+  return string.format('%.17g', value)
+end
+
+-- A finite number, or nil. Lua's tonumber also accepts 'inf' and 'nan'.
+function Num.finite(value)
+  local number = tonumber(value)
+  if number == nil or number ~= number or number == math.huge or number == -math.huge then
+    return nil
+  end
+  return number
+end
+
+-------------------------------------------------------------------------------
+-- Argument checks
+-------------------------------------------------------------------------------
+-- Arguments are checked before anything is written: a script cannot roll back,
+-- so a command that fails half way would leave the data inconsistent.
+-- Every message starts with 'Malformed <name>' so a client can map the family.
+local Args = {}
+
+function Args.string(value, name)
+  if value == nil or value == '' then
+    raise('Malformed %s: a non-empty string is required', name)
+  end
+  return value
+end
+
+-- Like Args.string, but the empty string is allowed (a worker name for put).
+function Args.text(value, name)
+  if value == nil then
+    raise('Malformed %s: missing', name)
+  end
+  return value
+end
+
+function Args.number(value, name)
+  if value == nil then
+    raise('Malformed %s: missing', name)
+  end
+  local number = Num.finite(value)
+  if number == nil then
+    raise('Malformed %s: not a finite number: %s', name, tostring(value))
+  end
+  return number
+end
+
+function Args.optional_number(value, name, default)
+  if value == nil then
+    return default
+  end
+  return Args.number(value, name)
+end
+
+-- A non-negative integer such as a count or an offset. Without a default the
+-- argument is required.
+function Args.count(value, name, default)
+  if value == nil and default ~= nil then
+    return default
+  end
+  local number = Args.number(value, name)
+  if number < 0 or number ~= math.floor(number) then
+    raise('Malformed %s: not a non-negative integer: %s', name, tostring(value))
+  end
+  return number
+end
+
+function Args.json(value, name)
+  if value == nil then
+    raise('Malformed %s: missing', name)
+  end
+  local ok, decoded = pcall(cjson.decode, value)
+  if not ok then
+    raise('Malformed %s: not valid JSON: %s', name, value)
+  end
+  return decoded
+end
+
+-- A JSON array of strings (numbers are accepted and turned into strings, as
+-- clients often send numeric tags or jids). Duplicates are dropped, keeping
+-- the first occurrence, so the order a client gave is preserved.
+function Args.string_list(value, name)
+  local decoded = Args.json(value, name)
+  if type(decoded) ~= 'table' then
+    raise('Malformed %s: a JSON array is required: %s', name, value)
+  end
+  local size, keys = #decoded, 0
+  for _ in pairs(decoded) do
+    keys = keys + 1
+  end
+  if keys ~= size then
+    raise('Malformed %s: a JSON array is required: %s', name, value)
+  end
+  local list, seen = {}, {}
+  for _, item in ipairs(decoded) do
+    if type(item) == 'number' then
+      item = tostring(item)
+    end
+    if type(item) ~= 'string' or item == '' then
+      raise('Malformed %s: items must be non-empty strings: %s', name, value)
+    end
+    if not seen[item] then
+      seen[item] = true
+      list[#list + 1] = item
+    end
+  end
+  return list
+end
+
+-- A JSON object (an empty '{}' or '[]' counts as an empty object).
+function Args.json_object(value, name)
+  local decoded = Args.json(value, name)
+  if type(decoded) ~= 'table' then
+    raise('Malformed %s: a JSON object is required: %s', name, value)
+  end
+  return decoded
+end
+
+-- Optional key/value pairs after the positional arguments, such as
+-- `priority 5 tags ["a"]`. `parsers` maps each known option name to a checker.
+-- An unknown name or a missing value is an error rather than being ignored, so
+-- a misspelt option cannot silently do nothing.
+function Args.options(args, first, parsers)
+  local options = {}
+  local index = first
+  while args[index] ~= nil do
+    local key, value = args[index], args[index + 1]
+    local parse = parsers[key]
+    if parse == nil then
+      raise('Malformed option: unknown option %s', tostring(key))
+    end
+    if value == nil then
+      raise('Malformed %s: missing value', key)
+    end
+    options[key] = parse(value, key)
+    index = index + 2
+  end
+  return options
+end
+
+-- The arguments from `first` on, as a list (for commands taking many jids).
+function Args.rest(args, first, name)
+  local list = {}
+  for index = first, #args do
+    list[#list + 1] = Args.string(args[index], name)
+  end
+  return list
+end
+
+-------------------------------------------------------------------------------
+-- Key names (the layout is documented in the header)
+-------------------------------------------------------------------------------
+local Keys = {}
+
+function Keys.job(jid) return 'ql:j:' .. jid end
+function Keys.history(jid) return 'ql:j:' .. jid .. '-history' end
+function Keys.dependencies(jid) return 'ql:j:' .. jid .. '-dependencies' end
+function Keys.dependents(jid) return 'ql:j:' .. jid .. '-dependents' end
+-- kind is one of work, scheduled, locks, depends, recur
+function Keys.queue(queue, kind) return 'ql:q:' .. queue .. '-' .. kind end
+function Keys.worker_jobs(worker) return 'ql:w:' .. worker .. ':jobs' end
+function Keys.tag(tag) return 'ql:t:' .. tag end
+function Keys.failed(group) return 'ql:f:' .. group end
+function Keys.recurring(jid) return 'ql:r:' .. jid end
+-- kind is wait, run (timings) or stats (counters); day is a midnight timestamp
+function Keys.stats(kind, day, queue) return 'ql:s:' .. kind .. ':' .. Num.str(day) .. ':' .. queue end
+function Keys.notify(queue) return 'ql:lanner:notify:' .. queue end
+
+Keys.queues = 'ql:queues'
+Keys.paused = 'ql:paused_queues'
+Keys.workers = 'ql:workers'
+Keys.failures = 'ql:failures'
+Keys.completed = 'ql:completed'
+Keys.tracked = 'ql:tracked'
+Keys.tags = 'ql:tags'
+Keys.config = 'ql:config'
+
+-------------------------------------------------------------------------------
+-- JSON output
+-------------------------------------------------------------------------------
+local Json = {}
+
+-- An object whose keys come out in the order given: fields = {k1, v1, k2, ...}.
+-- Event payloads are compared byte for byte by existing clients and tests, and
+-- cjson's own key order depends on Lua's hash layout, so they are built here.
+function Json.ordered(fields)
+  local parts = {}
+  for index = 1, #fields, 2 do
+    parts[#parts + 1] = cjson.encode(fields[index]) .. ':' .. cjson.encode(fields[index + 1])
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
+
+-- An array for storage. cjson writes an empty table as '{}'; stored fields
+-- such as a job's tags keep the '[]' a JSON reader expects.
+function Json.array(list)
+  if #list == 0 then
+    return '[]'
+  end
+  return cjson.encode(list)
+end
+
+-- Decode a stored JSON field, falling back to `default` when it is absent.
+function Json.decode(value, default)
+  if value == nil or value == false or value == '' then
+    return default
+  end
+  return cjson.decode(value)
+end
+
+-- Redis returns a missing value as false; the rest of the script uses nil.
+local function present(value)
+  if value == false then
+    return nil
+  end
+  return value
+end
+
+-- The day (a midnight UTC timestamp) that contains time `when`.
+local function day_of(when)
+  return when - (when % DAY)
+end

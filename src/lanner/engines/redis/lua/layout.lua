@@ -1,0 +1,184 @@
+-------------------------------------------------------------------------------
+-- lanner's Redis job engine: one Lua script, wire-compatible with qless-core.
+-------------------------------------------------------------------------------
+-- Assembled by lanner.engines.redis.script.build_script() from, in order:
+-- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
+-- worker.lua, job.lua, queue.lua, recurring.lua, lanner.lua, api.lua.
+--
+-- CALLING CONVENTION
+--   EVALSHA <sha> 0 <command> <now> <arg>...
+--   * KEYS must be empty: which keys a command touches depends on the data
+--     (a job's queue, its dependents...), so they cannot be declared up front.
+--     (This also means the script cannot run on Redis Cluster.)
+--   * <now> is the caller's clock, in seconds (a float). Every command takes it,
+--     even those that do not use it. The script never reads Redis' clock, so
+--     tests and replays choose the time.
+--   * Errors come back as plain error replies. Their wording is stable:
+--       Malformed <argument>: ...                     bad or missing argument
+--       Unknown command <name> / No Keys should be provided
+--       Job <jid> does not exist
+--       Job <jid> not currently running: <state>      (lock is gone)
+--       Job <jid> given out to another worker: <worker>
+--       Job <jid> running in another queue: <queue>
+--       Job <jid> not in the depends state: <state>
+--       Job <jid> is a dependency of <jid>, which is not being canceled
+--       Recurring job <jid> does not exist
+--
+-- COMMANDS (after <now>; [] optional; "JSON" = a JSON text reply)
+--   get jid                                  JSON job, or nil
+--   multiget jid...                          JSON list of the jobs that exist
+--   put worker queue jid klass data delay [priority p] [tags JSON] [retries r]
+--       [depends JSON]                       jid. Creates, or moves an existing job
+--   requeue (as put)                         jid; the job must exist
+--   pop queue worker count                   JSON list of jobs now locked
+--   peek queue count                         JSON list of the jobs pop would give
+--   heartbeat jid worker [data]              new lock expiry (integer reply)
+--   complete jid worker queue data [next q] [delay d] [depends JSON]
+--                                            new state
+--   fail jid worker group message [data]     jid
+--   retry jid queue worker [delay] [group] [message]
+--                                            retries left (-1: it failed)
+--   depends jid on jid... | off jid... | off all   1
+--   cancel jid...                            the jids (array)
+--   timeout jid...                           nil
+--   priority jid priority                    the priority
+--   log jid message [data JSON object]       1
+--   tag add jid tag... | remove jid tag...   JSON: the job's tags
+--   tag get tag [offset] [count]             JSON {total, jobs}
+--   tag top [offset] [count]                 JSON list of tags on 2+ jobs
+--   track | track track jid | track untrack jid
+--                                            JSON {jobs, expired} | JSON true
+--   queues [queue]                           JSON counts (list without queue)
+--   length queue                             running + waiting + scheduled
+--   jobs complete [offset] [count]           array of jids, newest first
+--   jobs running|stalled|waiting|scheduled|depends|recurring queue [offset] [count]
+--                                            array of jids
+--   pause queue... / unpause queue...        nil
+--   failed [group [start] [limit]]           JSON {group: n} | {total, jobs}
+--   unfail queue group [count]               how many moved
+--   stats queue date                         JSON {retries, failed, failures, wait, run}
+--   workers [worker]                         JSON [{name, jobs, stalled}] | {jobs, stalled}
+--   worker.deregister worker...              nil
+--   queue.forget queue...                    nil
+--   config.get [key] / config.set key value / config.unset key
+--   recur queue jid klass data interval <seconds> <offset> [priority p]
+--       [tags JSON] [retries r] [backlog b]  jid
+--   unrecur jid                              1
+--   recur.get jid                            JSON template, or nil
+--   recur.update jid key value...            1   (priority interval retries data
+--                                                 klass queue backlog)
+--   recur.tag jid tag... / recur.untag jid tag...   JSON: the template's tags
+--   (lanner.* extensions: see the end of this header)
+--
+-- DATA LAYOUT (every key starts with ql:)
+--
+--   ql:j:<jid>                    HASH   one job
+--       jid, klass                the job's id and what code runs it
+--       data                      JSON text, stored exactly as the client sent it
+--       priority                  number; higher pops first (default 0)
+--       tags                      JSON array of strings, in the order added
+--       state                     waiting | scheduled | depends | running |
+--                                 stalled | failed | complete
+--       queue                     its queue ('' once complete)
+--       worker, expires           lock holder and lock expiry ('' and 0 unless running)
+--       retries, remaining        retry budget at put, and what is left of it
+--       time                      when it became ready (waiting), or was popped
+--                                 (running): the start of the wait / run timings
+--       failure                   JSON {group, message, when, worker} of the last
+--                                 failure (kept until the job completes)
+--       spawned_from_jid          the recurring template that spawned it
+--       grace                     '1' once its expired lock got a grace period
+--       ready                     lanner: the `time` it had when last popped
+--                                 from -work (where lanner.release puts it back)
+--       scheduled                 for a job in depends put with a delay: when the
+--                                 delay ends
+--   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
+--                                 popped {worker}, done, failed {group[, worker]},
+--                                 timed-out, and custom log entries; capped at
+--                                 max-job-history, the first entry always kept
+--   ql:j:<jid>-dependencies       SET    jids this job waits for
+--   ql:j:<jid>-dependents         SET    jids waiting for this job
+--
+--   ql:q:<queue>-work             ZSET   ready jobs; score priority - ready_at/1e10,
+--                                 read highest first. Jobs stalled by `timeout`
+--                                 score +inf (front of the queue)
+--   ql:q:<queue>-scheduled        ZSET   delayed jobs; score = when due
+--   ql:q:<queue>-locks            ZSET   running jobs; score = lock expiry (a score
+--                                 in the past is a stalled job)
+--   ql:q:<queue>-depends          ZSET   jobs waiting on others; score = put time
+--   ql:q:<queue>-recur            ZSET   recurring templates; score = next run
+--   ql:queues                     ZSET   every queue used; score = first seen
+--   ql:paused_queues              SET    paused queues (pop gives nothing)
+--
+--   ql:r:<jid>                    HASH   recurring template: jid, klass, data,
+--                                 queue, state ('recur'), type ('interval'),
+--                                 interval, priority, tags (JSON), retries,
+--                                 backlog, count (runs spawned so far; the
+--                                 n-th run is the job <jid>-<n>)
+--
+--   ql:workers                    ZSET   worker names; score = last seen (pop,
+--                                 heartbeat); pruned after max-worker-age
+--   ql:w:<worker>:jobs            ZSET   jids the worker holds; score = lock expiry
+--
+--   ql:failures                   SET    failure groups that have jobs
+--   ql:f:<group>                  LIST   failed jids, newest at the head
+--   ql:completed                  ZSET   completed jids; score = completion time
+--                                 (pruned by jobs-history / jobs-history-count)
+--   ql:tracked                    ZSET   tracked jids; score = when tracked
+--   ql:t:<tag>                    ZSET   jids with the tag; score = when tagged
+--   ql:tags                       ZSET   tags; score = number of jobs with it
+--   ql:config                     HASH   settings overriding the defaults:
+--                                 application (qless), heartbeat (60),
+--                                 grace-period (10), jobs-history (604800),
+--                                 jobs-history-count (50000), stats-history
+--                                 (30), histogram-history (7), and without a
+--                                 listed default: max-job-history (100),
+--                                 max-worker-age (86400), <queue>-heartbeat,
+--                                 <queue>-max-concurrency (0 = unlimited)
+--
+--   ql:s:wait:<day>:<queue>       HASH   wait timings of jobs popped that day;
+--   ql:s:run:<day>:<queue>        HASH   run timings of jobs completed that day.
+--                                 <day> = midnight UTC as a Unix timestamp.
+--                                 total, mean, vk (Welford: variance is
+--                                 vk/(total-1)); histogram fields s0..s59
+--                                 (seconds), m1..m59 (minutes), h1..h23 (hours),
+--                                 d1.. (days; d1..d6 reported)
+--   ql:s:stats:<day>:<queue>      HASH   failures (fail events that day), failed
+--                                 (of those, still failed), retries (locks that
+--                                 ran out that day)
+--                                 All ql:s:* hashes expire stats-history days
+--                                 after their day (TTL computed from <now>).
+--
+--   ql:lanner:notify:<queue>      LIST   lanner only: wake-up tokens, one per job
+--                                 that became ready (at most 256); see lanner.lua
+--
+-- PUB/SUB CHANNELS
+--   ql:log            JSON {jid, event, ...}: put, completed, advanced, failed,
+--                     lock_lost, canceled; and {option, event, value} for
+--                     config_set / config_unset
+--   ql:w:<worker>     JSON lock_lost / canceled, for the worker losing the job
+--   ql:track, ql:untrack, and for tracked jobs only ql:put, ql:popped,
+--   ql:stalled, ql:completed, ql:failed, ql:canceled: the bare jid
+--
+-- LANNER EXTENSIONS (not part of qless; named lanner.* so no qless command
+-- can clash with them; a qless client never sees a difference)
+--   lanner.put_many worker JSON              array of jids. JSON is an array of
+--       {queue, jid, klass, data (JSON text), delay, priority, tags, retries,
+--       depends}; all are checked before any is put (all or nothing)
+--   lanner.complete_many worker queue jid... array of the jids completed; jids
+--       whose lock the worker no longer holds in the queue are skipped
+--   lanner.release worker queue jid...       array of the jids given back: each
+--       is waiting again in its pre-pop place, no retry spent, history
+--       `released` {worker}; others are skipped
+--   lanner.next_due queue                    the earliest time (text) at which a
+--       scheduled job, a lock expiry / grace end or a recurring run is due in
+--       the queue; nil if none or paused
+--   `jobs waiting queue [offset] [count]`    ready jids in pop order (qless's
+--       jobs has no waiting state)
+--   Blocking pop: pop, then BLPOP ql:lanner:notify:<queue> with a timeout no
+--   later than lanner.next_due, then pop again. Tokens are pushed by put,
+--   retry, unfail, dependency release, advance, timeout, release, unpause,
+--   scheduled jobs and recurring runs coming due, expired locks a pop could not
+--   take, and a lock given up in a queue with max-concurrency; pop deletes them
+--   when it cannot give anything more (empty, paused or at its limit).
+-------------------------------------------------------------------------------
