@@ -82,6 +82,7 @@ class App:
             self.settings = replace(self.settings, broker=broker)
         self._engine: Engine | None = None if isinstance(broker, str) or broker is None else broker
         self._queues = tuple(queues) if queues is not None else None
+        self._queues_by_name: dict[str, QueueConfig] | None = None
         key = self.settings.pickle_hmac_key
         self.pickle_codec = SignedPickleCodec(key) if key else None
         self.codec: Codec = codec or JSONCodec()
@@ -106,7 +107,9 @@ class App:
         return self._queues
 
     def queue_config(self, name: str) -> QueueConfig | None:
-        return next((queue for queue in self.queues if queue.name == name), None)
+        if self._queues_by_name is None:
+            self._queues_by_name = {queue.name: queue for queue in self.queues}
+        return self._queues_by_name.get(name)
 
     def close(self) -> None:
         if self._engine is not None:

@@ -135,12 +135,14 @@ def _run_with_progress(
 ) -> None:
     columns = (TextColumn("{task.description:>14}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())  # fmt: skip
-    with Progress(*columns, console=console, transient=False) as progress:
+    # No refresh thread: the pool forks, and forking a process with threads is unsafe.
+    with Progress(*columns, console=console, auto_refresh=False) as progress:
         bars = {queue: progress.add_task(queue, total=total) for queue, total in totals.items()}
         pool.start()
         remaining = sum(totals.values())
         while remaining:
             pool.supervise(timeout=0.1)
+            progress.refresh()
             remaining = 0
             for queue, total in totals.items():
                 counts = app.engine.queue_counts(queue)

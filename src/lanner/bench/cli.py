@@ -31,6 +31,7 @@ from lanner.bench.engine import (
     EngineBenchResult,
     run_engine_benchmark,
 )
+from lanner.bench.pool import DEFAULT_CONCURRENCY, PoolBenchResult, run_pool_benchmark
 from lanner.errors import LannerError
 
 
@@ -168,3 +169,114 @@ def results_view(result: EngineBenchResult) -> Group:
         style="dim",
     )
     return Group(results_table(result), about)
+
+
+@bench.command("pool")
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="Store to measure; it should be empty. Default: SQLite (synchronous=full) "
+    "on a new temporary file, deleted afterwards.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=DEFAULT_JOBS,
+    show_default=True,
+    help="No-op jobs published and drained; a tenth of it for single publishes and 10 ms jobs.",
+)
+@click.option(
+    "-c",
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Worker processes in the pool.",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=DEFAULT_BATCH,
+    show_default=True,
+    help="Jobs per publish_many, and the queue's batch_size (jobs per pop).",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(min=1),
+    default=DEFAULT_SAMPLES,
+    show_default=True,
+    help="Pickup-latency samples.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def pool_command(
+    url: str | None, jobs: int, concurrency: int, batch: int, samples: int, as_json: bool
+) -> None:
+    """Measure an App and a worker pool end to end.
+
+    Phases: N/10 task.delay() calls and N jobs by publish_many; a pool of C processes
+    draining the N no-op jobs (from its start, and without its start-up); the latency from
+    task.delay() to the task starting in the idle pool; and the pool draining N/10 jobs that
+    sleep 10 ms (at best C x 100 jobs/s). Progress goes to stderr, results to stdout.
+    """
+    errors = Console(stderr=True)
+    if url is not None:
+        left = jobs + max(1, jobs // 10) + samples
+        errors.print(
+            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
+            f"the benchmark leaves {left} completed jobs in it.",
+            highlight=False,
+        )
+    try:
+        with exit_on_sigterm(), progress_bar(errors) as bar:
+            result = run_pool_benchmark(url, jobs, concurrency, batch, samples, RichProgress(bar))
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        Console().print(pool_results_view(result))
+
+
+def pool_results_table(result: PoolBenchResult) -> Table:
+    table = Table(
+        title=f"lanner pool benchmark, {result.jobs:,} jobs, {result.concurrency} processes"
+    )
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    rates = [
+        (f"enqueue, task.delay() ({result.single_jobs:,} jobs)", result.enqueue_single_per_s),
+        (f"enqueue, publish_many() of {result.batch}", result.enqueue_batch_per_s),
+        ("drain no-op jobs, from pool start", result.drain_noop_per_s),
+    ]
+    for label, rate in rates:
+        table.add_row(label, f"{rate:,.0f} jobs/s")
+    steady = result.drain_noop_steady_per_s
+    table.add_row(
+        "drain no-op jobs, after the first finished",
+        "-" if steady is None else f"{steady:,.0f} jobs/s",
+    )
+    table.add_row("pool start to first job finished", f"{result.startup_s * 1000:.0f} ms")
+    pickup = result.pickup_ms
+    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("p99", pickup.p99)):
+        table.add_row(f"pickup latency {label}", f"{ms:.2f} ms")
+    table.add_row(f"pickup latency max ({pickup.count} samples)", f"{pickup.max:.2f} ms")
+    table.add_row(
+        f"drain 10 ms jobs ({result.sleep_jobs:,}; ideal {result.sleep_ideal_per_s:,.0f}/s)",
+        f"{result.drain_sleep10ms_per_s:,.0f} jobs/s",
+    )
+    return table
+
+
+def pool_results_view(result: PoolBenchResult) -> Group:
+    """The results table, then what was measured, on what."""
+    machine = result.machine
+    synchronous = "" if result.synchronous is None else f"synchronous={result.synchronous}  "
+    about = Text(
+        f"store: {result.url}\n{synchronous}batch: {result.batch}  "
+        f"processes: {result.concurrency}  samples: {result.samples}\n"
+        f"{machine.platform}, {machine.cpu_count} CPUs\n"
+        f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
+        style="dim",
+    )
+    return Group(pool_results_table(result), about)
