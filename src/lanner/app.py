@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -318,7 +319,11 @@ def default_app() -> App:
         with _default_lock:
             if _default_app is None:
                 app = App()
-                logger.info("lanner: default app publishes to %s", app.settings.broker)
+                # Publishing to ./lanner.db because nothing was configured deserves a warning.
+                configured = {"LANNER_BROKER", "LANNER_SETTINGS_MODULE"} & set(os.environ)
+                unset = "" if configured else " (neither LANNER_BROKER nor a settings module set)"
+                log = logger.info if configured else logger.warning
+                log("lanner: the default app publishes to %s%s", app.settings.broker, unset)
                 _default_app = app
     return _default_app
 

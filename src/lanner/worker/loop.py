@@ -235,12 +235,15 @@ class WorkerLoop:
                 if self.run_job(queue, job):
                     succeeded.append(job.jid)
         finally:
+            # Even when the batch is cut short: what ran must not run again.
             if succeeded:
                 done = self.engine.complete_many(succeeded, self.worker, queue.name)
                 if len(done) < len(succeeded):
                     lost = sorted(set(succeeded) - set(done))
                     logger.warning("lock lost before completion, job(s) run elsewhere: %s", lost)
-            self.reporter.flushed()
+        # Only a batch that ended normally is settled; otherwise the supervisor still
+        # knows its unstarted jobs and gives them back when this process dies.
+        self.reporter.flushed()
 
     def _release(self, jids: list[str], queue: str, why: str, delay: float = 0.0) -> None:
         released = self.engine.release(jids, self.worker, queue, delay=delay)

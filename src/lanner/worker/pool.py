@@ -35,6 +35,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from lanner.engine import Capability
 from lanner.errors import LannerError
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
@@ -207,7 +208,14 @@ class WorkerPool:
             name=f"lanner-worker-{len(self._children) + 1}",
             daemon=False,
         )
-        process.start()
+        # A child starts with the supervisor's signal handlers; a SIGTERM before it has
+        # its own would run the supervisor's. Blocked here, such a signal waits for the
+        # child's handler (the child unblocks once it is installed).
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         send.close()
         assert process.pid is not None
         self._children[process.pid] = _Child(
@@ -272,8 +280,27 @@ class WorkerPool:
             unstarted = [j for j in child.batch if not child.running or j != child.running[0]]
             if unstarted:
                 engine.release(unstarted, worker, queue)
+            self._release_leftovers(child)
         except LannerError as error:
             logger.warning("recovering the jobs of %s: %s", worker, error)
+
+    def _release_leftovers(self, child: _Child) -> None:
+        """Give back whatever the engine still has locked for the dead worker, if it can tell.
+
+        The reports cover what the child said; this covers what it could not say (a batch
+        popped just before it died).
+        """
+        engine = self.app.engine
+        if Capability.WORKERS not in engine.capabilities:
+            return
+        held = engine.worker_jobs(child.worker)
+        leftovers = [*held.jobs, *held.stalled]
+        for queue in self.queues:
+            if leftovers:
+                leftovers = [
+                    jid for jid in leftovers
+                    if jid not in engine.release(leftovers, child.worker, queue.name)
+                ]  # fmt: skip
 
     def _enforce_time_limits(self) -> None:
         now = time.time()
@@ -303,6 +330,9 @@ class WorkerPool:
             self._kill_all()
 
 
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
 def _signal(process: BaseProcess, signum: int) -> None:
     if process.pid is not None:
         with contextlib.suppress(ProcessLookupError):
@@ -323,6 +353,7 @@ def _child_main(
         app, queues, resolve_selector(selector), reporter=_PipeReporter(conn), limits=limits
     )
     signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     if app.settings.on_worker_startup:
         app.settings.on_worker_startup()
     reason = loop.run()
