@@ -14,9 +14,22 @@ import pytest
 import lanner
 from lanner import Engine
 
-# Engine name -> how to make the URL of a fresh, empty store inside a test's tmp_path.
-STORES: dict[str, Callable[[Path], str]] = {
-    "sqlite": lambda tmp: "sqlite:///" + str(tmp / "lanner.db"),
+
+def _fresh_redis(request: pytest.FixtureRequest, tmp: Path) -> str:
+    """The session's Redis server (tests/conftest.py), its database emptied for this test."""
+    import redis
+
+    url: str = request.getfixturevalue("redis_url")
+    with redis.Redis.from_url(url) as client:
+        client.flushdb()
+    return url
+
+
+# Engine name -> how to make the URL of a fresh, empty store for one test (given the test's
+# request, to reach a server fixture only when that engine is tested, and its tmp_path).
+STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
+    "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
+    "redis": _fresh_redis,
 }
 
 
@@ -28,9 +41,9 @@ def engine_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def engine_url(engine_name: str, tmp_path: Path) -> str:
+def engine_url(engine_name: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of a fresh store of the engine under test."""
-    return STORES[engine_name](tmp_path)
+    return STORES[engine_name](request, tmp_path)
 
 
 @pytest.fixture

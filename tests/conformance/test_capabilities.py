@@ -32,6 +32,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.RECURRING,
         }
     ),
+    "redis": frozenset(Capability),
 }
 
 Command = Callable[[Engine], object]

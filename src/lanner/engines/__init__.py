@@ -2,6 +2,8 @@
 
 sqlite:///relative/path.db        sqlite:////absolute/path.db
 sqlite:///jobs.db?synchronous=normal&busy_timeout=5&max_data_bytes=1048576
+redis://[user:password@]host[:port][/db]?socket_timeout=5    (needs lanner[redis])
+rediss://user:password@host:6380/0                           (TLS, certificates verified)
 """
 
 from __future__ import annotations
@@ -28,4 +30,11 @@ def open_engine(url: str) -> Engine:
             )
         options = SQLiteOptions.from_query(dict(parse_qsl(parts.query, strict_parsing=False)))
         return SQLiteEngine(path[1:], options)
-    raise MalformedArgument(f"unknown broker URL scheme {scheme!r} in {url!r}; known: sqlite")
+    if scheme in ("redis", "rediss"):
+        # Imported only here: redis-py is an optional dependency (lanner[redis]).
+        from lanner.engines.redis.engine import RedisEngine
+
+        return RedisEngine(url)
+    raise MalformedArgument(
+        f"unknown broker URL scheme {scheme!r} in {url!r}; known: sqlite, redis, rediss"
+    )

@@ -449,6 +449,55 @@ Api['lanner.next_due'] = function(_, args)
   return Lanner.next_due(Args.string(args[1], 'queue'))
 end
 
+-- lanner.release_in worker queue delay jid...
+Api['lanner.release_in'] = function(now, args)
+  local worker = Args.string(args[1], 'worker')
+  local queue = Args.string(args[2], 'queue')
+  local delay = Args.number(args[3], 'delay')
+  return Lanner.release_in(now, worker, queue, delay, Args.rest(args, 4, 'jid'))
+end
+
+-- lanner.peek queue count: JSON list of the jobs pop would give next (read-only)
+Api['lanner.peek'] = function(now, args)
+  local queue = Args.string(args[1], 'queue')
+  local count = Args.count(args[2], 'count', nil)
+  local result = {}
+  for _, jid in ipairs(Lanner.peek(now, queue, count)) do
+    result[#result + 1] = Job.get(jid)
+  end
+  return cjson.encode(result)
+end
+
+-- lanner.cancel jid...: array of the jids cancelled
+Api['lanner.cancel'] = function(now, args)
+  return Lanner.cancel(now, Args.rest(args, 1, 'jid'))
+end
+
+-- lanner.heartbeat jid worker [data]: the new lock expiry as text (qless's
+-- heartbeat replies with an integer, dropping the fraction)
+Api['lanner.heartbeat'] = function(now, args)
+  local jid = Args.string(args[1], 'jid')
+  local worker = Args.string(args[2], 'worker')
+  local data = optional_job_data(args[3], 'data')
+  return Num.str(Job.heartbeat(now, jid, worker, data))
+end
+
+-- lanner.call command args...: run any command in lanner's order (see
+-- lanner.lua): jobs ready at the same time keep the order they were put in.
+Api['lanner.call'] = function(now, args)
+  local command = args[1]
+  local handler = command and Api[command]
+  if handler == nil or command == 'lanner.call' then
+    raise('Malformed command: unknown command %s', tostring(command))
+  end
+  local rest = {}
+  for index = 2, #args do
+    rest[#rest + 1] = args[index]
+  end
+  Order.active = true
+  return handler(now, rest)
+end
+
 -------------------------------------------------------------------------------
 -- Entry point
 -------------------------------------------------------------------------------

@@ -1,0 +1,447 @@
+"""What the Redis engine adds to the contract: URLs, the script's life, reconnection, errors.
+
+The contract itself is checked by tests/conformance/ (which runs on Redis too); here are
+the Redis-specific parts. Servers come from tests/conftest.py (`redis_url`, and private
+ones from `redis_server_factory` where a test restarts or configures its server).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+import redis
+
+import lanner
+from lanner import (
+    Capability,
+    Engine,
+    InvalidState,
+    JobNotFound,
+    LannerError,
+    LockLost,
+    MalformedArgument,
+    NewJob,
+    PayloadTooLarge,
+)
+from lanner.engines.redis.engine import (
+    RedisAddress,
+    RedisEngine,
+    RedisOptions,
+    _translate,
+    parse_url,
+)
+
+T0 = 1000.0
+
+
+class RedisServer(Protocol):
+    """What tests/conftest.py's `redis_server_factory` gives: a private server."""
+
+    port: int
+
+    @property
+    def url(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+
+@pytest.fixture
+def engine(redis_url: str) -> Iterator[RedisEngine]:
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
+    opened = lanner.open_engine(redis_url)
+    assert isinstance(opened, RedisEngine)
+    yield opened
+    opened.close()
+
+
+def raw(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True)
+
+
+# -- URLs ---------------------------------------------------------------------------------
+
+
+def test_url_with_everything() -> None:
+    address, options = parse_url(
+        "rediss://alice:s%40cret@cache.example:6380/3?socket_timeout=2.5&max_data_bytes=1000"
+    )
+    assert address == RedisAddress("cache.example", 6380, 3, "alice", "s@cret", tls=True)
+    assert options == RedisOptions(socket_timeout=2.5, max_data_bytes=1000)
+    assert "s@cret" not in repr(address)
+
+
+def test_url_defaults() -> None:
+    address, options = parse_url("redis://localhost")
+    assert address == RedisAddress("localhost", 6379, 0, None, None, tls=False)
+    assert options == RedisOptions()
+    assert options.max_data_bytes == 10 * 1024 * 1024
+
+
+def test_url_with_a_password_only() -> None:
+    address, _ = parse_url("redis://:pw@127.0.0.1:7000/1")
+    assert (address.username, address.password, address.db) == (None, "pw", 1)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://localhost/x",
+        "redis://localhost:notaport/0",
+        "redis://localhost/0?colour=blue",
+        "redis://localhost/0?socket_timeout=soon",
+        "redis://localhost/0?socket_timeout=0",
+        "redis://localhost/0?retries=-1",
+        "redis://localhost/0?ssl_ca_certs=/ca.pem",
+        "http://localhost/0",
+    ],
+)
+def test_bad_urls_are_rejected(url: str) -> None:
+    with pytest.raises(MalformedArgument):
+        parse_url(url)
+
+
+def test_bad_url_errors_do_not_show_the_password() -> None:
+    with pytest.raises(MalformedArgument) as error:
+        parse_url("redis://user:hunter2@localhost/zero")
+    assert "hunter2" not in str(error.value)
+
+
+def test_open_engine_dispatches_redis_urls(engine: RedisEngine) -> None:
+    assert engine.name == "redis"
+    assert engine.capabilities == frozenset(Capability)
+
+
+def test_the_database_number_is_used(redis_url: str) -> None:
+    url = redis_url.rsplit("/", 1)[0] + "/3"
+    with raw(url) as client:
+        client.flushdb()
+    with RedisEngine(url) as engine:
+        engine.put("q", "in-db-3", "Task", now=T0)
+    with raw(url) as db3, raw(redis_url.rsplit("/", 1)[0] + "/0") as db0:
+        assert db3.exists("ql:j:in-db-3") == 1
+        assert db0.exists("ql:j:in-db-3") == 0
+        db3.flushdb()
+
+
+def test_password_and_acl_user(redis_server_factory: Callable[..., RedisServer]) -> None:
+    server = redis_server_factory(
+        "--requirepass", "s3cret", "--user", "alice", "on", ">wonder land", "~*", "&*", "+@all"
+    )
+    base = f"127.0.0.1:{server.port}"
+    for url in [f"redis://:s3cret@{base}/0", f"redis://alice:wonder%20land@{base}/1"]:
+        with RedisEngine(url) as engine:
+            engine.put("q", "j1", "Task", now=T0)
+            assert engine.get("j1", now=T0) is not None
+    for url in [f"redis://{base}/0", f"redis://:wrong@{base}/0", f"redis://alice:x@{base}/0"]:
+        start = time.monotonic()
+        with pytest.raises(redis.AuthenticationError):
+            RedisEngine(url)
+        assert time.monotonic() - start < 1.0, "a bad password is not retried"
+
+
+def test_max_data_bytes_option(redis_url: str) -> None:
+    with RedisEngine(redis_url + "?max_data_bytes=20") as engine:
+        assert engine.max_data_bytes == 20
+        engine.put("q", "small", "Task", '{"a": 1}', now=T0)
+        with pytest.raises(PayloadTooLarge):
+            engine.put("q", "big", "Task", '{"a": "' + "x" * 20 + '"}', now=T0)
+        assert engine.get("big", now=T0) is None
+
+
+# -- the script ---------------------------------------------------------------------------
+
+
+def test_script_is_reloaded_after_script_flush(engine: RedisEngine, redis_url: str) -> None:
+    engine.put("q", "j1", "Task", now=T0)
+    with raw(redis_url) as client:
+        client.script_flush()
+        assert client.script_exists(engine._sha) == [False]
+    engine.put("q", "j2", "Task", now=T0)
+    with raw(redis_url) as client:
+        assert client.script_exists(engine._sha) == [True]
+    assert [job.jid for job in engine.pop("q", "w", 5, now=T0)] == ["j1", "j2"]
+
+
+def test_qless_commands_keep_qless_order_without_lanner_call(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    # lanner.call gives put order to ties; a qless client calling put/pop directly still
+    # gets qless's own order (reverse jid), as qless-core's tests require.
+    with raw(redis_url) as client:
+        for jid in ["a", "b", "c"]:
+            client.evalsha(engine._sha, 0, "put", "1000", "", "q", jid, "Task", "{}", "0")
+        popped = client.evalsha(engine._sha, 0, "pop", "1000", "q", "w", "3")
+    assert [job["jid"] for job in json.loads(popped)] == ["c", "b", "a"]
+
+
+def test_many_jobs_put_at_once_pop_in_put_order(engine: RedisEngine) -> None:
+    jids = [f"job-{n}" for n in reversed(range(2000))]
+    engine.put_many([lanner.NewJob("q", jid, "Task") for jid in jids], now=T0)
+    engine.put("q", "last", "Task", now=T0)
+    popped = [job.jid for job in engine.pop("q", "w", 1500, now=T0)]
+    popped += [job.jid for job in engine.pop("q", "w", 1000, now=T0)]
+    assert popped == [*jids, "last"]
+
+
+def test_a_released_job_goes_back_between_jobs_put_at_the_same_time(engine: RedisEngine) -> None:
+    for jid in ["a", "b", "c", "d"]:
+        engine.put("q", jid, "Task", now=T0)
+    assert [job.jid for job in engine.pop("q", "w", 3, now=T0)] == ["a", "b", "c"]
+    assert engine.release(["b"], "w", "q", now=T0) == ["b"]
+    assert engine.jobs("waiting", "q", now=T0) == ["b", "d"]
+    assert engine.release(["a", "c"], "w", "q", now=T0) == ["a", "c"]
+    assert engine.jobs("waiting", "q", now=T0) == ["a", "b", "c", "d"]
+    assert [job.jid for job in engine.peek("q", 4, now=T0)] == ["a", "b", "c", "d"]
+
+
+# -- reconnection -------------------------------------------------------------------------
+
+
+def test_an_engine_carries_on_after_a_redis_restart(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    server = redis_server_factory()
+    with RedisEngine(server.url) as engine:
+        engine.put("q", "before", "Task", now=T0)
+        server.restart()  # empty: the script must be loaded again (NOSCRIPT)
+        assert engine.get("before", now=T0) is None
+        engine.put("q", "after", "Task", now=T0)
+        assert [job.jid for job in engine.pop("q", "w", 5, now=T0)] == ["after"]
+
+
+def test_an_engine_waits_for_redis_to_come_back(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    server = redis_server_factory()
+    with RedisEngine(server.url) as engine:
+        engine.put("q", "j1", "Task", now=T0)
+        server.stop()
+        starter = threading.Timer(0.5, server.start)
+        starter.start()
+        try:
+            start = time.monotonic()
+            engine.put("q", "j2", "Task", now=T0)  # retried with backoff until it is back
+            assert time.monotonic() - start >= 0.4
+        finally:
+            starter.join()
+        assert engine.jobs("waiting", "q", now=T0) == ["j2"]
+
+
+def test_a_blocked_pop_survives_a_restart(redis_server_factory: Callable[..., RedisServer]) -> None:
+    server = redis_server_factory()
+    with RedisEngine(server.url) as engine, RedisEngine(server.url) as other:
+        got: list[list[str]] = []
+        popper = threading.Thread(
+            target=lambda: got.append([j.jid for j in engine.pop("q", "w", wait=10)])
+        )
+        popper.start()
+        time.sleep(0.3)
+        server.restart()
+        time.sleep(0.3)
+        other.put("q", "j1", "Task")
+        popper.join(timeout=15)
+        assert got == [["j1"]]
+
+
+def test_retries_give_up_after_the_configured_number(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    server = redis_server_factory()
+    with RedisEngine(server.url + "?retries=2&backoff_base=0.05") as engine:
+        server.stop()
+        start = time.monotonic()
+        with pytest.raises(redis.ConnectionError):
+            engine.get("j1")
+        assert time.monotonic() - start < 2.0  # 0.1 + 0.2 s of backoff, not (n + 1)² tries
+
+
+# -- blocking pop ---------------------------------------------------------------------------
+
+
+def test_blocking_pop_is_woken_by_a_put_from_another_connection(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    put_at: list[float] = []
+
+    def put() -> None:
+        with RedisEngine(redis_url) as other:
+            put_at.append(time.monotonic())
+            other.put("q", "j1", "Task")
+
+    timer = threading.Timer(0.3, put)
+    timer.start()
+    start = time.monotonic()
+    popped = engine.pop("q", "w", wait=10)
+    returned = time.monotonic()
+    timer.join()
+    assert [job.jid for job in popped] == ["j1"]
+    assert returned - start < 2.0
+    assert returned - put_at[0] < 0.2, "picked up at once, not at a poll interval"
+
+
+def test_a_blocked_pop_does_not_hold_up_other_threads(engine: RedisEngine) -> None:
+    got: list[list[str]] = []
+    popper = threading.Thread(
+        target=lambda: got.append([j.jid for j in engine.pop("q", "w", wait=5)])
+    )
+    popper.start()
+    time.sleep(0.2)
+    start = time.monotonic()
+    engine.put("q", "j1", "Task")
+    assert engine.get("j1") is not None
+    assert time.monotonic() - start < 0.5
+    popper.join(timeout=10)
+    assert got == [["j1"]]
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "message", "error"),
+    [
+        ("get", "Malformed count: not a non-negative integer: -1", MalformedArgument),
+        ("complete", "Job j1 does not exist", JobNotFound),
+        ("recur_update", "Recurring job r1 does not exist", JobNotFound),
+        ("complete", "Job j1 not currently running: waiting", LockLost),
+        ("heartbeat", "Job j1 given out to another worker: w2", LockLost),
+        ("retry", "Job j1 running in another queue: other", LockLost),
+        ("depends_add", "Job j1 not in the depends state: waiting", InvalidState),
+        ("depends_add", "Job j1 not in the depends state: missing", JobNotFound),
+        ("cancel", "Job a is a dependency of b, which is not being canceled", InvalidState),
+        ("pop", "Internal error in pop: boom", LannerError),
+    ],
+)
+def test_error_replies_map_to_lanner_errors(
+    command: str, message: str, error: type[LannerError]
+) -> None:
+    translated = _translate(command, message)
+    assert type(translated) is error
+    assert command in str(translated)
+
+
+def test_timeout_of_a_job_that_is_not_running_is_invalid_state_not_lock_lost(
+    engine: RedisEngine,
+) -> None:
+    engine.put("q", "j1", "Task", now=T0)
+    with pytest.raises(InvalidState) as error:
+        engine.timeout(["j1"], now=T0)
+    assert type(error.value) is InvalidState
+
+
+def test_live_error_replies(engine: RedisEngine) -> None:
+    engine.put("q", "j1", "Task", now=T0)
+    engine.pop("q", "w1", now=T0)
+    with pytest.raises(LockLost):
+        engine.complete("j1", "w2", "q", now=T0)
+    with pytest.raises(LockLost):
+        engine.complete("j1", "w1", "other", now=T0)
+    with pytest.raises(JobNotFound):
+        engine.heartbeat("nope", "w1", now=T0)
+    with pytest.raises(JobNotFound):
+        engine.recur_update("nope", {"priority": 1}, now=T0)
+    with pytest.raises(JobNotFound):
+        engine.depends_add("nope", ["j1"], now=T0)
+
+
+def test_heartbeat_returns_the_exact_expiry(engine: RedisEngine) -> None:
+    engine.put("q", "j1", "Task", now=T0)
+    engine.pop("q", "w1", now=T0)
+    assert engine.heartbeat("j1", "w1", now=T0 + 0.125) == T0 + 0.125 + 60
+
+
+def test_config_values_come_back_as_set(engine: RedisEngine) -> None:
+    assert engine.config_get("application") == "lanner"
+    engine.config_set("heartbeat", 30)
+    engine.config_set("q-heartbeat", 0.5)
+    engine.config_set("application", "shop")
+    assert engine.config_get("heartbeat") == 30
+    assert engine.config_get("q-heartbeat") == 0.5
+    assert engine.config_all()["application"] == "shop"
+
+
+def test_close_is_idempotent(redis_url: str) -> None:
+    engine = RedisEngine(redis_url)
+    engine.close()
+    engine.close()
+
+
+# -- order: the same as SQLite's ------------------------------------------------------------
+
+
+def _unfail(engine: Engine, jid: str, now: float) -> None:
+    engine.fail(jid, "w", "g", "m", now=now)
+    engine.unfail("q", "g", now=now)
+
+
+def _reprioritise(engine: Engine, jid: str, now: float) -> None:
+    engine.release([jid], "w", "q", now=now)
+    engine.priority(jid, 1, now=now)
+
+
+# Ways to end a popped job's run in the test below.
+FINISH: dict[str, Callable[[Engine, str, float], object]] = {
+    "complete": lambda e, jid, now: e.complete(jid, "w", "q", now=now),
+    "retry": lambda e, jid, now: e.retry(jid, "q", "w", now=now),
+    "release": lambda e, jid, now: e.release([jid], "w", "q", now=now),
+    "unfail": _unfail,
+    "priority": _reprioritise,
+}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pop_order_matches_the_sqlite_engine(
+    engine: RedisEngine, tmp_path: Path, seed: int
+) -> None:
+    """Random puts (batches, delays, dependencies, priorities), pops, completions, retries,
+    releases, unfails and priority changes, applied to both engines, at times 1 ms apart or
+    equal: both must give the same jobs in the same order."""
+    rnd = random.Random(seed)
+    sqlite = lanner.open_engine(f"sqlite:///{tmp_path / 'order.db'}")
+    both: list[Engine] = [engine, sqlite]
+    now, made, running = 1_763_700_000.123456, 0, []
+    try:
+        for _ in range(120):
+            op = rnd.choice(["put", "put", "batch", "depends", "pop", "pop", "finish", "tick"])
+            if op == "tick":
+                now += rnd.choice([0.001, 1.0, 5.0])
+            elif op in ("put", "depends"):
+                jid, made = f"j{made}", made + 1
+                depends = [f"j{rnd.randrange(made)}"] if op == "depends" else None
+                priority, delay = rnd.choice([0, 0, 1, 7]), rnd.choice([0, 0, 5])
+                for e in both:
+                    e.put("q", jid, "T", priority=priority, delay=delay, depends=depends, now=now)
+            elif op == "batch":
+                jobs = [
+                    NewJob("q", f"j{made + n}", "T", priority=rnd.choice([0, 1])) for n in range(3)
+                ]
+                made += 3
+                for e in both:
+                    e.put_many(jobs, now=now)
+            elif op == "pop":
+                count = rnd.randrange(1, 4)
+                popped = [[job.jid for job in e.pop("q", "w", count, now=now)] for e in both]
+                assert popped[0] == popped[1]
+                running += popped[0]
+            elif running:
+                jid = running.pop(rnd.randrange(len(running)))
+                how = rnd.choice(list(FINISH))
+                for e in both:
+                    FINISH[how](e, jid, now)
+            waiting = [e.jobs("waiting", "q", 0, 1000, now=now) for e in both]
+            assert waiting[0] == waiting[1]
+            assert [job.jid for job in engine.peek("q", 1000, now=now)] == waiting[1]
+    finally:
+        sqlite.close()
