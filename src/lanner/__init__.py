@@ -7,6 +7,7 @@ from lanner._version import __version__
 from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
 from lanner.engines import open_engine
 from lanner.errors import (
+    EngineUnavailable,
     InvalidName,
     InvalidState,
     JobNotFound,
@@ -37,6 +38,7 @@ __all__ = [
     "Capability",
     "ConfigValue",
     "Engine",
+    "EngineUnavailable",
     "Failure",
     "HistoryEvent",
     "InvalidName",

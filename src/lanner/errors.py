@@ -8,6 +8,7 @@ LannerError
 ├── JobNotFound            no job with that jid (also a LookupError)
 ├── InvalidState           the job exists but is in the wrong state for the command
 │   └── LockLost           the job is not running under this worker (or queue) any more
+├── EngineUnavailable      the store cannot be reached now (retrying later may work)
 └── SchemaError            the store was written by an incompatible lanner
 """
 
@@ -57,6 +58,10 @@ class InvalidState(LannerError):
 
 class LockLost(InvalidState):
     """The caller no longer holds the job's lock: it expired, moved, or went to another worker."""
+
+
+class EngineUnavailable(LannerError):
+    """The engine's store could not be reached (after the engine's own retries)."""
 
 
 class SchemaError(LannerError):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lanner import MalformedArgument, SchemaError, open_engine
+from lanner import EngineUnavailable, MalformedArgument, SchemaError, open_engine
 from lanner.engines.sqlite import SQLiteEngine, SQLiteOptions
 from lanner.engines.sqlite.schema import SCHEMA_VERSION
 
@@ -146,3 +146,18 @@ def test_idle_blocked_pops_do_not_write(tmp_path: Path) -> None:
     assert observer._connection().execute("PRAGMA data_version").fetchone()[0] == version
     for engine in [observer, *workers]:
         engine.close()
+
+
+def test_a_write_lock_held_past_busy_timeout_is_engine_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    engine = open_engine(f"sqlite:///{path}?busy_timeout=0.2")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(EngineUnavailable, match="busy_timeout"):
+            engine.put("q", "a", "K", now=1)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    engine.put("q", "a", "K", now=1)  # and it recovers once the lock is free
+    engine.close()

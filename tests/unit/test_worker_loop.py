@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import lanner
-from lanner import Engine, Job, JobState
+from lanner import Engine, EngineUnavailable, Job, JobState
 from lanner.app import App
 from lanner.codec import JobIdentity, Payload, SignedPickleCodec
 from lanner.exceptions import BlacklistedException, TimeLimitExceeded
@@ -840,3 +840,36 @@ def test_stop_finishes_the_running_task_and_gives_back_the_rest(world: World) ->
         assert job.state == JobState.WAITING
         assert whats(job)[-1] == "released"
     assert world.loop.stopping
+
+
+class Flaky:
+    """A real engine whose pops fail `failures` times as if its store were down."""
+
+    def __init__(self, engine: Engine, failures: int) -> None:
+        self._engine = engine
+        self.failures = failures
+
+    def pop(self, *args: Any, **kwargs: Any) -> list[Job]:
+        if self.failures:
+            self.failures -= 1
+            raise EngineUnavailable("store down (test)")
+        jobs: list[Job] = self._engine.pop(*args, **kwargs)
+        return jobs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+def test_the_loop_waits_out_an_engine_outage_and_carries_on(
+    worlds: Worlds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = worlds(limits=Limits(max_tasks=1))
+    jid = world.app.publish(WLEcho, ["after the outage"])
+    flaky = Flaky(world.engine, failures=3)
+    world.loop.engine = flaky
+    monkeypatch.setattr(WorkerLoop, "outage_first_pause", 0.01)
+
+    assert world.loop.run() == "max-tasks"
+
+    assert flaky.failures == 0
+    assert world.get(jid).state == JobState.COMPLETE

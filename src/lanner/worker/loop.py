@@ -26,12 +26,12 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lanner.codec import DecodeError, JobIdentity, Payload, decode
-from lanner.errors import LannerError
+from lanner.errors import EngineUnavailable, LannerError
 from lanner.exceptions import TimeoutException
 from lanner.job import Job
 from lanner.queues import QueueConfig
@@ -136,6 +136,9 @@ class Heartbeat:
 class WorkerLoop:
     """Runs jobs from `queues` until `stop()` or a limit; one per process."""
 
+    outage_first_pause = 0.5
+    """Seconds before the first retry when the engine is unavailable (then doubling)."""
+
     def __init__(
         self,
         app: App,
@@ -172,25 +175,42 @@ class WorkerLoop:
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
         """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
-        configure_queues(self.engine, self.queues)
+        configured = False
+        outage = Backoff(self.outage_first_pause)
         while not self._stopping:
-            queue = self.selector.select(self.queues, self.ready_queues)
-            # Block only on a queue chosen while none had work; a queue that runs dry
-            # mid-round sends the worker back to the selector, not into a long poll.
-            block = queue.name not in self.ready_queues()
-            for _ in range(queue.num_iterations):
-                jobs = self._pop(queue, block)
-                if not jobs:
-                    self._ready = (0.0, frozenset())  # stale: ask the engine next time
-                    break
-                block = False
-                self.run_batch(queue, jobs)
-                reason = self.limit_reached()
-                if reason:
-                    return reason
-                if self._stopping:
-                    break
+            try:
+                if not configured:
+                    configure_queues(self.engine, self.queues)
+                    configured = True
+                reason = self._round()
+            except EngineUnavailable as error:
+                # The store is down: wait and try again, rather than die and be replaced in
+                # a loop. Jobs popped and not completed come back when their locks expire.
+                logger.error("engine unavailable (%s); retrying in %.1f s", error, outage.pause)
+                outage.sleep(lambda: self._stopping)
+                continue
+            outage.reset()
+            if reason:
+                return reason
         return "stopped"
+
+    def _round(self) -> str | None:
+        """Select a queue and work it for up to num_iterations batches; a limit's name if hit."""
+        queue = self.selector.select(self.queues, self.ready_queues)
+        # Block only on a queue chosen while none had work; a queue that runs dry
+        # mid-round sends the worker back to the selector, not into a long poll.
+        block = queue.name not in self.ready_queues()
+        for _ in range(queue.num_iterations):
+            jobs = self._pop(queue, block)
+            if not jobs:
+                self._ready = (0.0, frozenset())  # stale: ask the engine next time
+                return None
+            block = False
+            self.run_batch(queue, jobs)
+            reason = self.limit_reached()
+            if reason or self._stopping:
+                return reason
+        return None
 
     def ready_queues(self) -> frozenset[str]:
         """Names of the queues with work, from one engine call reused for a moment."""
@@ -394,6 +414,25 @@ def configure_queues(engine: Any, queues: Sequence[QueueConfig]) -> None:
         engine.config_set(f"{queue.name}-heartbeat", queue.visibility_timeout_sec)
         if queue.max_concurrency:
             engine.config_set(f"{queue.name}-max-concurrency", queue.max_concurrency)
+
+
+class Backoff:
+    """Growing pauses (0.5 s, doubling up to 30 s) while something stays unavailable."""
+
+    def __init__(self, first: float = 0.5, longest: float = 30.0) -> None:
+        self._first = first
+        self._longest = longest
+        self.pause = first
+
+    def reset(self) -> None:
+        self.pause = self._first
+
+    def sleep(self, interrupted: Callable[[], bool]) -> None:
+        """Sleep the current pause in short steps (so a stop is seen), then grow it."""
+        deadline = time.monotonic() + self.pause
+        while not interrupted() and time.monotonic() < deadline:
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        self.pause = min(self.pause * 2, self._longest)
 
 
 def exception_group(error: BaseException) -> str:

@@ -24,7 +24,13 @@ from lanner.engines.sqlite import stats
 from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.engines.sqlite.recurring import due_runs
 from lanner.engines.sqlite.schema import connect
-from lanner.errors import InvalidState, JobNotFound, LockLost, MalformedArgument
+from lanner.errors import (
+    EngineUnavailable,
+    InvalidState,
+    JobNotFound,
+    LockLost,
+    MalformedArgument,
+)
 from lanner.job import Failure, Job, JobState
 from lanner.records import (
     DEFAULT_RETRIES,
@@ -188,7 +194,10 @@ class SQLiteEngine:
                     if error.sqlite_errorcode != sqlite3.SQLITE_BUSY:
                         raise
                     if time.monotonic() >= deadline:
-                        raise
+                        raise EngineUnavailable(
+                            f"{self.path}: another process held the write lock for "
+                            f"{self.options.busy_timeout:g} s (busy_timeout)"
+                        ) from error
                 time.sleep(pause)
                 pause = min(pause * 2, 0.001)
         finally:
