@@ -174,16 +174,14 @@ def test_script_is_reloaded_after_script_flush(engine: RedisEngine, redis_url: s
     assert [job.jid for job in engine.pop("q", "w", 5, now=T0)] == ["j1", "j2"]
 
 
-def test_qless_commands_keep_qless_order_without_lanner_call(
-    engine: RedisEngine, redis_url: str
-) -> None:
-    # lanner.call gives put order to ties; a qless client calling put/pop directly still
-    # gets qless's own order (reverse jid), as qless-core's tests require.
+def test_qless_clients_get_put_order_among_ties_too(engine: RedisEngine, redis_url: str) -> None:
+    # The put sequence is part of every work score, so a qless client calling put and pop
+    # directly also gets jobs of equal priority and time in the order they were put.
     with raw(redis_url) as client:
-        for jid in ["a", "b", "c"]:
+        for jid in ["c", "a", "b"]:
             client.evalsha(engine._sha, 0, "put", "1000", "", "q", jid, "Task", "{}", "0")
         popped = client.evalsha(engine._sha, 0, "pop", "1000", "q", "w", "3")
-    assert [job["jid"] for job in json.loads(popped)] == ["c", "b", "a"]
+    assert [job["jid"] for job in json.loads(popped)] == ["c", "a", "b"]
 
 
 def test_many_jobs_put_at_once_pop_in_put_order(engine: RedisEngine) -> None:

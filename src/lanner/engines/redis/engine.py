@@ -8,19 +8,19 @@ tags, workers, statistics, `ql:config`, and lanner's wake-up lists
 `lanner redis-script`) documents every key, command, reply and error.
 
 How Python talks to it. The script is loaded once (`SCRIPT LOAD`) and every command is
-`EVALSHA <sha> 0 lanner.call <now> <command> <args...>`: one atomic round trip, run in
-lanner's order (`lanner.call`, in `lua/lanner.lua`: jobs of equal priority that became
-ready at the same time keep their put order, where qless orders them by jid). After a
-Redis restart or `SCRIPT FLUSH`, the `NOSCRIPT` error makes the engine load the script
-again and repeat the call. `now` is this process's clock (or the caller's `now`), sent as
-`repr(float)`. Arguments are checked here with `lanner.names`, as the SQLite engine checks
-them, before anything is sent (the script is permissive, as qless's is). Error replies are
-mapped to lanner's errors by their stable wording. Where qless's replies differ from
-lanner's contract the engine adapts them (see docs/engines/redis.md); where the difference
-is behaviour (a read-only `peek`, `cancel` replying with what it cancelled, `release` with a
-delay, a heartbeat's fractional expiry) it calls the script's `lanner.*` extensions. Only
-`config_get` and `config_all` read a key directly (`ql:config`), to tell what was set from
-the script's qless defaults.
+`EVALSHA <sha> 0 <command> <now> <args...>`: one atomic round trip. The script keeps
+lanner's order of waiting jobs itself, for every caller (`Queue.place` in `lua/queue.lua`:
+jobs of equal priority that became ready at the same time pop in put order, where qless's
+score alone would tie them). After a Redis restart or `SCRIPT FLUSH`, the `NOSCRIPT` error
+makes the engine load the script again and repeat the call. `now` is this process's clock
+(or the caller's `now`), sent as `repr(float)`. Arguments are checked here with
+`lanner.names`, as the SQLite engine checks them, before anything is sent (the script is
+permissive, as qless's is). Error replies are mapped to lanner's errors by their stable
+wording. Where qless's replies differ from lanner's contract the engine adapts them (see
+docs/engines/redis.md); where the difference is behaviour (a read-only `peek`, `cancel`
+replying with what it cancelled, `release` with a delay, a heartbeat's fractional expiry)
+it calls the script's `lanner.*` extensions. Only `config_get` and `config_all` read a key
+directly (`ql:config`), to tell what was set from the script's qless defaults.
 
 Connections. redis-py's clients are thread-safe; commands use one connection pool, and a
 blocking `pop` waits with `BLPOP` on a second pool so that it never holds up other
@@ -491,8 +491,7 @@ class RedisEngine:
 
     def _call(self, command: str, now: float, *args: Arg, name: str | None = None) -> Any:
         """Run one script command; `name` is the lanner method named in errors."""
-        # Every command runs under lanner.call: lanner's order for jobs ready at once.
-        argv = ["lanner.call", repr(now), command, *map(_text, args)]
+        argv = [command, repr(now), *map(_text, args)]
         for attempt in (1, 2):
             try:
                 return self._client.evalsha(self._sha, 0, *argv)
@@ -515,7 +514,7 @@ class RedisEngine:
             pipe = self._client.pipeline(transaction=False)
             for index in todo:
                 command, now, args = calls[index]
-                pipe.evalsha(self._sha, 0, "lanner.call", repr(now), command, *map(_text, args))
+                pipe.evalsha(self._sha, 0, command, repr(now), *map(_text, args))
             replies = pipe.execute(raise_on_error=False)
             missing = []
             for index, reply in zip(todo, replies, strict=True):

@@ -437,11 +437,11 @@ Api['lanner.complete_many'] = function(now, args)
   return Lanner.complete_many(now, worker, queue, Args.rest(args, 3, 'jid'))
 end
 
--- lanner.release worker queue jid...
+-- lanner.release worker queue jid...: lanner.release_in without a delay
 Api['lanner.release'] = function(now, args)
   local worker = Args.string(args[1], 'worker')
   local queue = Args.string(args[2], 'queue')
-  return Lanner.release(now, worker, queue, Args.rest(args, 3, 'jid'))
+  return Lanner.release(now, worker, queue, 0, Args.rest(args, 3, 'jid'))
 end
 
 -- lanner.next_due queue
@@ -454,7 +454,7 @@ Api['lanner.release_in'] = function(now, args)
   local worker = Args.string(args[1], 'worker')
   local queue = Args.string(args[2], 'queue')
   local delay = Args.number(args[3], 'delay')
-  return Lanner.release_in(now, worker, queue, delay, Args.rest(args, 4, 'jid'))
+  return Lanner.release(now, worker, queue, delay, Args.rest(args, 4, 'jid'))
 end
 
 -- lanner.peek queue count: JSON list of the jobs pop would give next (read-only)
@@ -480,22 +480,6 @@ Api['lanner.heartbeat'] = function(now, args)
   local worker = Args.string(args[2], 'worker')
   local data = optional_job_data(args[3], 'data')
   return Num.str(Job.heartbeat(now, jid, worker, data))
-end
-
--- lanner.call command args...: run any command in lanner's order (see
--- lanner.lua): jobs ready at the same time keep the order they were put in.
-Api['lanner.call'] = function(now, args)
-  local command = args[1]
-  local handler = command and Api[command]
-  if handler == nil or command == 'lanner.call' then
-    raise('Malformed command: unknown command %s', tostring(command))
-  end
-  local rest = {}
-  for index = 2, #args do
-    rest[#rest + 1] = args[index]
-  end
-  Order.active = true
-  return handler(now, rest)
 end
 
 -------------------------------------------------------------------------------

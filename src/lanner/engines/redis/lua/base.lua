@@ -8,10 +8,11 @@
 local Config, Events, Stats, Worker = {}, {}, {}, {}
 local Job, Queue, Recurring, Lanner = {}, {}, {}, {}
 
--- The score of a waiting job is `priority - ready_at / SCORE_TIME_SCALE`, read
+-- qless scores a waiting job `priority - ready_at / SCORE_TIME_SCALE`, read
 -- highest first: a higher priority wins, and among equal priorities the job
 -- that became ready earlier wins. Dividing by 1e10 keeps the time term below 1
 -- for any timestamp before the year 2286, so it never outweighs a priority step.
+-- (lanner places jobs so that ties are in put order too: see Queue.place.)
 local SCORE_TIME_SCALE = 1e10
 
 local DAY = 86400
@@ -210,6 +211,7 @@ function Keys.recurring(jid) return 'ql:r:' .. jid end
 -- kind is wait, run (timings) or stats (counters); day is a midnight timestamp
 function Keys.stats(kind, day, queue) return 'ql:s:' .. kind .. ':' .. Num.str(day) .. ':' .. queue end
 function Keys.notify(queue) return 'ql:lanner:notify:' .. queue end
+Keys.seq = 'ql:lanner:seq'
 
 Keys.queues = 'ql:queues'
 Keys.paused = 'ql:paused_queues'

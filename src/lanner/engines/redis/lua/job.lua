@@ -241,7 +241,8 @@ function Job.drop_dependencies(jid, depends)
 end
 
 -- A job in state depends with no dependency left becomes waiting, or
--- scheduled if the delay it was put with has not passed yet.
+-- scheduled if the delay it was put with has not passed yet. It keeps the
+-- sequence number its put gave it.
 function Job.release_if_ready(now, jid)
   if redis.call('scard', Keys.dependencies(jid)) > 0 then
     return
@@ -255,12 +256,19 @@ function Job.release_if_ready(now, jid)
   if job.scheduled ~= nil and job.scheduled > now then
     delay = job.scheduled - now
   end
-  Queue.enqueue(now, job.queue, jid, job.priority, delay)
+  Queue.enqueue(now, job.queue, jid, delay, true)
 end
 
--- On completion, the job stops holding back its dependents.
+-- On completion, the job stops holding back its dependents. They are released
+-- in put order, so that each lands behind the one before and no job has to
+-- move to make room (see Queue.place).
 function Job.release_dependents(now, jid)
   local dependents = redis.call('smembers', Keys.dependents(jid))
+  local seq = {}
+  for _, dependent in ipairs(dependents) do
+    seq[dependent] = tonumber(redis.call('hget', Keys.job(dependent), 'lanner_seq')) or 0
+  end
+  table.sort(dependents, function(a, b) return seq[a] < seq[b] end)
   for _, dependent in ipairs(dependents) do
     redis.call('srem', Keys.dependencies(dependent), jid)
     Job.release_if_ready(now, dependent)
@@ -342,7 +350,7 @@ function Job.complete(now, jid, worker, queue, data, options)
     redis.call('hmset', key, 'queue', next_queue, 'remaining', job.retries)
     Job.add_dependencies(jid, options.depends or {})
     Job.record(now, jid, 'put', { q = next_queue })
-    return Queue.enqueue(now, next_queue, jid, job.priority, options.delay or 0)
+    return Queue.enqueue(now, next_queue, jid, options.delay or 0)
   end
 
   Events.completed(jid, queue)
@@ -394,7 +402,7 @@ function Job.retry(now, jid, queue, worker, delay, group, message)
   Worker.release(worker, jid)
   redis.call('hmset', Keys.job(jid), 'worker', '', 'expires', 0)
   redis.call('hdel', Keys.job(jid), 'grace')
-  Queue.enqueue(now, queue, jid, job.priority, delay)
+  Queue.enqueue(now, queue, jid, delay)
   Lanner.lock_released(queue)
   return remaining
 end
@@ -462,17 +470,13 @@ function Job.timeout(now, jids)
   end
 end
 
--- Change a job's priority. A waiting job moves within its queue; keeping the
--- fractional part of its score keeps its place among equal priorities.
+-- Change a job's priority. A waiting job moves to its new place in its queue,
+-- keeping its ready time and sequence number.
 function Job.set_priority(jid, priority)
   local job = Job.require(jid)
   redis.call('hset', Keys.job(jid), 'priority', priority)
-  if job.state == 'waiting' then
-    local work = Keys.queue(job.queue, 'work')
-    local score = tonumber(redis.call('zscore', work, jid))
-    if score ~= nil then
-      redis.call('zadd', work, score - job.priority + priority, jid)
-    end
+  if job.state == 'waiting' and redis.call('zrem', Keys.queue(job.queue, 'work'), jid) == 1 then
+    Queue.place(job.queue, jid)
   end
   return priority
 end

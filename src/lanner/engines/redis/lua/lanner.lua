@@ -1,8 +1,9 @@
 -------------------------------------------------------------------------------
 -- lanner.lua: lanner's additions to the qless protocol.
 -------------------------------------------------------------------------------
--- Nothing here changes what a qless client sees: the additions are new keys
--- under ql:lanner:* and new commands named lanner.*.
+-- The additions are new keys under ql:lanner:* and new commands named
+-- lanner.*; a qless client never needs them. (The order of waiting jobs,
+-- which lanner changes for every caller, lives in queue.lua: Queue.place.)
 
 -------------------------------------------------------------------------------
 -- Wake-up list per queue
@@ -67,6 +68,10 @@ end
 -------------------------------------------------------------------------------
 -- Commands
 -------------------------------------------------------------------------------
+-- Where qless's reply or behaviour differs from lanner's contract
+-- (docs/protocol.md), lanner's Python engine calls these instead; the qless
+-- commands themselves stay as qless clients expect them.
+
 -- The lock is `worker`'s in `queue` (expired but not yet handed over counts).
 local function holds(job, worker, queue)
   return job ~= nil and job.state == 'running' and job.worker == worker
@@ -87,27 +92,42 @@ function Lanner.complete_many(now, worker, queue, jids)
   return done
 end
 
--- lanner.release: give back jobs `worker` popped from `queue` but will not run
--- (it is shutting down, or cannot finish before the lock runs out). Each is
--- waiting again where it was before the pop, without spending a retry, with a
--- `released` history entry. Returns the jids released; others are skipped.
-function Lanner.release(now, worker, queue, jids)
+-- lanner.release / lanner.release_in: give back jobs `worker` popped from
+-- `queue` but will not run (it is shutting down, or cannot finish before the
+-- lock runs out), without spending a retry, with a `released` {worker}
+-- history entry. With delay <= 0 each is waiting again in its place from
+-- before the pop (its ready time, kept in `ready`, and its sequence number),
+-- otherwise scheduled `delay` seconds ahead. Returns the jids released; the
+-- others are skipped.
+function Lanner.release(now, worker, queue, delay, jids)
   local released = {}
+  local ready = 0
   for _, jid in ipairs(jids) do
     local job = Job.load(jid)
     if holds(job, worker, queue) then
       local key = Keys.job(jid)
-      local ready = tonumber(redis.call('hget', key, 'ready')) or now
       redis.call('zrem', Keys.queue(queue, 'locks'), jid)
       Worker.release(worker, jid)
-      redis.call('hmset', key, 'state', 'waiting', 'worker', '', 'expires', 0, 'time', ready)
       redis.call('hdel', key, 'grace')
-      redis.call('zadd', Keys.queue(queue, 'work'), Queue.score(job.priority, ready), jid)
+      if delay > 0 then
+        local due = now + delay
+        redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', 0, 'time', due)
+        redis.call('zadd', Keys.queue(queue, 'scheduled'), due, jid)
+      else
+        local at = redis.call('hget', key, 'ready') or now
+        redis.call('hmset', key, 'state', 'waiting', 'worker', '', 'expires', 0, 'time', at)
+        Queue.place(queue, jid)
+        ready = ready + 1
+      end
       Job.record(now, jid, 'released', { worker = worker })
       released[#released + 1] = jid
     end
   end
-  Lanner.notify(queue, #released)
+  Lanner.notify(queue, ready)
+  if #released > ready then
+    -- A freed slot under max-concurrency may let a waiting job run.
+    Lanner.lock_released(queue)
+  end
   return released
 end
 
@@ -133,287 +153,11 @@ function Lanner.next_due(queue)
   return Num.str(earliest)
 end
 
--------------------------------------------------------------------------------
--- lanner.call: lanner's order among jobs that became ready at the same time
--------------------------------------------------------------------------------
--- qless scores a ready job `priority - ready_at / 1e10`, so jobs of equal
--- priority that became ready at the same time tie, and a sorted set orders
--- ties by jid (qless-core's tests pin that: they pop in reverse jid order).
--- lanner's contract orders them by put order instead: priority, then ready
--- time, then a sequence number given by put, retry, advance, unfail and
--- recurring spawns (kept by a release, a dependency release, a promotion and
--- a priority change), as the SQLite engine does.
---
--- `lanner.call <now> <command> <args...>` runs any command of this script
--- (qless's or lanner.*) in that order. Only while it runs (Order.active), the
--- few functions below that put a job into -work are wrapped so that the job
--- gets its place: a job's sequence number is the hash field lanner_seq (from
--- the counter ql:lanner:seq; 0 for jobs put by qless clients), and jobs with
--- the same base score (priority and ready time) form a run of adjacent
--- doubles just below that score, one step (an ulp, about 0.3 to 9 us of
--- ready time at priorities 0 to 7) apart, in sequence order. A qless client
--- reading -work still sees the same order, and qless commands (without
--- lanner.call) behave exactly as before. Jobs stalled by `timeout` all score
--- +inf and keep qless's order among themselves.
-
-local Order = { active = false, keep_seq = false, tails = {} }
-
-local SEQ_KEY = 'ql:lanner:seq'
-local TINY = 2 ^ -1074
-
--- The largest double below x (x finite).
-local function below(x)
-  if x == 0 then
-    return -TINY
-  end
-  local mantissa, exponent = math.frexp(x)
-  local step = 2 ^ (exponent - 53)
-  if mantissa == 0.5 then
-    -- x is a power of two: doubles below it are twice as dense.
-    step = step / 2
-  end
-  return x - math.max(step, TINY)
-end
-
--- The base score (priority and ready time) and sequence number of a job.
-local function base_of(jid)
-  local values = redis.call('hmget', Keys.job(jid), 'priority', 'time', 'lanner_seq')
-  local priority = tonumber(values[1]) or 0
-  local ready = tonumber(values[2]) or 0
-  return Queue.score(priority, ready), tonumber(values[3]) or 0
-end
-
--- The member of `work` at descending rank `rank`: jid, score, base, seq.
-local function at_rank(work, rank)
-  local found = redis.call('zrevrange', work, rank, rank, 'WITHSCORES')
-  if #found == 0 then
-    return nil
-  end
-  local base, seq = base_of(found[1])
-  return found[1], tonumber(found[2]), base, seq
-end
-
--- Put `jid` (not in -work) into the queue's -work at base score `base`, after
--- the jobs of the same base with a smaller sequence number and before those
--- with a larger one.
-function Order.place(queue, jid, base, seq)
-  local work = Keys.queue(queue, 'work')
-  local cache_key = work .. ' ' .. Num.str(base)
-  local tail = Order.tails[cache_key]
-  if tail ~= nil and tail.seq <= seq then
-    -- The common case of a batch (put_many, promotions): after the last one.
-    local score = below(tail.score)
-    redis.call('zadd', work, score, jid)
-    Order.tails[cache_key] = { score = score, seq = seq }
-    return
-  end
-  -- The run of jobs with this base starts at the first member <= base.
-  local top = redis.call('zcount', work, '(' .. Num.str(base), '+inf')
-  local function in_run(offset)
-    local member, _, member_base = at_rank(work, top + offset)
-    return member ~= nil and member_base == base
-  end
-  if not in_run(0) then
-    redis.call('zadd', work, base, jid)
-    Order.tails[cache_key] = { score = base, seq = seq }
-    return
-  end
-  -- Its length: exponential, then binary search. `last` is in the run.
-  local last, beyond = 0, 1
-  while in_run(beyond) do
-    last, beyond = beyond, beyond * 2
-  end
-  while beyond - last > 1 do
-    local middle = math.floor((last + beyond) / 2)
-    if in_run(middle) then
-      last = middle
-    else
-      beyond = middle
-    end
-  end
-  local _, last_score, _, last_seq = at_rank(work, top + last)
-  if last_seq <= seq then
-    local score = below(last_score)
-    redis.call('zadd', work, score, jid)
-    Order.tails[cache_key] = { score = score, seq = seq }
-    return
-  end
-  -- Somewhere inside the run: the first member with a larger sequence number.
-  local low, high = -1, last
-  while high - low > 1 do
-    local middle = math.floor((low + high) / 2)
-    local _, _, _, middle_seq = at_rank(work, top + middle)
-    if middle_seq > seq then
-      high = middle
-    else
-      low = middle
-    end
-  end
-  local _, next_score = at_rank(work, top + high)
-  local room = base
-  if high > 0 then
-    local _, previous_score = at_rank(work, top + high - 1)
-    room = below(previous_score)
-  elseif next_score == base then
-    room = next_score
-  end
-  if room > next_score then
-    -- A gap (left by jobs that were popped): no need to move anybody.
-    redis.call('zadd', work, room, jid)
-    return
-  end
-  -- Take that member's score and move it and the rest of the run down a step.
-  local members = redis.call('zrevrange', work, top + high, top + last, 'WITHSCORES')
-  local score = tonumber(members[2])
-  redis.call('zadd', work, score, jid)
-  for index = 1, #members - 2, 2 do
-    redis.call('zadd', work, members[index + 3], members[index])
-  end
-  score = below(tonumber(members[#members]))
-  redis.call('zadd', work, score, members[#members - 1])
-  Order.tails[cache_key] = { score = score, seq = last_seq }
-end
-
--- A job's sequence number: a new one, or (Order.keep_seq) the one it has.
-local function sequence(jid)
-  if Order.keep_seq then
-    return tonumber(redis.call('hget', Keys.job(jid), 'lanner_seq')) or 0
-  end
-  local seq = redis.call('incr', SEQ_KEY)
-  redis.call('hset', Keys.job(jid), 'lanner_seq', seq)
-  return seq
-end
-
--- Move a waiting job that is in -work to its place in lanner's order.
-local function replace(queue, jid, base, seq)
-  redis.call('zrem', Keys.queue(queue, 'work'), jid)
-  Order.place(queue, jid, base, seq)
-end
-
--- Queue.enqueue (put, requeue, advance, retry, unfail, recurring spawns and
--- dependency releases): a new sequence number, except for a release.
-local qless_enqueue = Queue.enqueue
-Queue.enqueue = function(now, queue, jid, priority, delay)
-  local state = qless_enqueue(now, queue, jid, priority, delay)
-  if Order.active then
-    local seq = sequence(jid)
-    if state == 'waiting' then
-      replace(queue, jid, Queue.score(priority, now), seq)
-    end
-  end
-  return state
-end
-
-local qless_release_if_ready = Job.release_if_ready
-Job.release_if_ready = function(now, jid)
-  local keep = Order.keep_seq
-  Order.keep_seq = true
-  qless_release_if_ready(now, jid)
-  Order.keep_seq = keep
-end
-
--- Due scheduled jobs become waiting, ready from their due time, in the order
--- of due time and sequence number.
-local qless_promote_scheduled = Queue.promote_scheduled
-Queue.promote_scheduled = function(now, queue)
-  if not Order.active then
-    return qless_promote_scheduled(now, queue)
-  end
-  local scheduled = Keys.queue(queue, 'scheduled')
-  local due = redis.call('zrangebyscore', scheduled, '-inf', Num.str(now), 'WITHSCORES')
-  if #due == 0 then
-    return
-  end
-  local jobs = {}
-  for index = 1, #due, 2 do
-    local jid = due[index]
-    local values = redis.call('hmget', Keys.job(jid), 'priority', 'lanner_seq')
-    jobs[#jobs + 1] = {
-      jid = jid, at = tonumber(due[index + 1]),
-      priority = tonumber(values[1]) or 0, seq = tonumber(values[2]) or 0,
-    }
-  end
-  table.sort(jobs, function(a, b)
-    if a.at ~= b.at then
-      return a.at < b.at
-    end
-    if a.seq ~= b.seq then
-      return a.seq < b.seq
-    end
-    return a.jid < b.jid
-  end)
-  for _, job in ipairs(jobs) do
-    redis.call('hmset', Keys.job(job.jid), 'state', 'waiting', 'time', job.at)
-    Order.place(queue, job.jid, Queue.score(job.priority, job.at), job.seq)
-  end
-  redis.call('zremrangebyscore', scheduled, '-inf', Num.str(now))
-  Lanner.notify(queue, #jobs)
-end
-
--- A new priority keeps the job's ready time and sequence number.
-local qless_set_priority = Job.set_priority
-Job.set_priority = function(jid, priority)
-  local result = qless_set_priority(jid, priority)
-  if Order.active then
-    local job = Job.load(jid)
-    if job.state == 'waiting' and redis.call('zscore', Keys.queue(job.queue, 'work'), jid) then
-      local seq = tonumber(redis.call('hget', Keys.job(jid), 'lanner_seq')) or 0
-      replace(job.queue, jid, Queue.score(priority, job.time or 0), seq)
-    end
-  end
-  return result
-end
-
--------------------------------------------------------------------------------
--- Commands lanner's Python engine needs where qless's reply or behaviour
--- differs from lanner's contract (docs/protocol.md). The qless commands
--- themselves are left exactly as qless clients expect them.
--------------------------------------------------------------------------------
-
--- lanner.release_in: give back jobs `worker` holds in `queue` without
--- spending a retry (history `released` {worker}), like lanner.release, but
--- with a delay: with delay <= 0 each is waiting again in its exact place
--- from before the pop (ready time and sequence number), otherwise scheduled
--- `delay` seconds ahead. Returns the jids released; others are skipped.
-function Lanner.release_in(now, worker, queue, delay, jids)
-  local released = {}
-  local ready = 0
-  for _, jid in ipairs(jids) do
-    local job = Job.load(jid)
-    if holds(job, worker, queue) then
-      local key = Keys.job(jid)
-      redis.call('zrem', Keys.queue(queue, 'locks'), jid)
-      Worker.release(worker, jid)
-      redis.call('hdel', key, 'grace')
-      if delay > 0 then
-        local due = now + delay
-        redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', 0, 'time', due)
-        redis.call('zadd', Keys.queue(queue, 'scheduled'), due, jid)
-      else
-        local at = tonumber(redis.call('hget', key, 'ready')) or now
-        redis.call('hmset', key, 'state', 'waiting', 'worker', '', 'expires', 0, 'time', at)
-        local seq = tonumber(redis.call('hget', key, 'lanner_seq')) or 0
-        Order.place(queue, jid, Queue.score(job.priority, at), seq)
-        ready = ready + 1
-      end
-      Job.record(now, jid, 'released', { worker = worker })
-      released[#released + 1] = jid
-    end
-  end
-  Lanner.notify(queue, ready)
-  if #released > ready then
-    -- A freed slot under max-concurrency may let a waiting job run.
-    Lanner.lock_released(queue)
-  end
-  return released
-end
-
 -- lanner.peek: the jobs pop would give next, in pop order, without changing
 -- anything (qless's peek spawns recurring runs and promotes scheduled jobs):
 -- expired locks by expiry, then jobs stalled by timeout, then ready jobs and
--- due scheduled jobs together in lanner's order (a due job ranks as if
--- promoted at its due time). Ignores pause and max-concurrency, like peek.
--- Returns jids.
+-- due scheduled jobs together in order (a due job ranks as if promoted at its
+-- due time). Ignores pause and max-concurrency, like peek. Returns jids.
 function Lanner.peek(now, queue, count)
   local jids = {}
   if count <= 0 then
@@ -428,32 +172,28 @@ function Lanner.peek(now, queue, count)
   if want <= 0 then
     return jids
   end
+  -- -work is in order already; a stalled job (+inf) ranks as priority +inf.
   local candidates = {}
   local work = redis.call('zrevrange', Keys.queue(queue, 'work'), 0, want - 1, 'WITHSCORES')
   for index = 1, #work, 2 do
-    local jid, score = work[index], tonumber(work[index + 1])
-    local base, seq = base_of(jid)
-    if score == math.huge then
-      base = score
+    local order = Queue.order(work[index])
+    if tonumber(work[index + 1]) == math.huge then
+      order = { math.huge, 0, 0 }
     end
-    candidates[#candidates + 1] = { jid = jid, base = base, seq = seq, rank = index }
+    candidates[#candidates + 1] = { jid = work[index], order = order, rank = index }
   end
   local due = redis.call('zrangebyscore', Keys.queue(queue, 'scheduled'), '-inf', at,
     'WITHSCORES')
   for index = 1, #due, 2 do
-    local jid = due[index]
-    local values = redis.call('hmget', Keys.job(jid), 'priority', 'lanner_seq')
-    candidates[#candidates + 1] = {
-      jid = jid, seq = tonumber(values[2]) or 0, rank = #work + index,
-      base = Queue.score(tonumber(values[1]) or 0, tonumber(due[index + 1])),
-    }
+    local order = Queue.order(due[index])
+    order[2] = tonumber(due[index + 1])
+    candidates[#candidates + 1] = { jid = due[index], order = order, rank = #work + index }
   end
   table.sort(candidates, function(a, b)
-    if a.base ~= b.base then
-      return a.base > b.base
-    end
-    if a.seq ~= b.seq then
-      return a.seq < b.seq
+    if Queue.ahead(a.order, b.order) then
+      return true
+    elseif Queue.ahead(b.order, a.order) then
+      return false
     end
     return a.rank < b.rank
   end)

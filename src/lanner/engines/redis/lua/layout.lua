@@ -70,6 +70,12 @@
 --   recur.tag jid tag... / recur.untag jid tag...   JSON: the template's tags
 --   (lanner.* extensions: see the end of this header)
 --
+-- ORDER OF WAITING JOBS (every caller, qless clients included)
+--   pop, peek and `jobs waiting` give waiting jobs by priority (higher first),
+--   then by the time they became ready, then in insertion order (the hash
+--   field lanner_seq: see queue.lua, Queue.place). qless orders the last tie
+--   by jid instead; its clients see no other difference.
+--
 -- DATA LAYOUT (every key starts with ql:)
 --
 --   ql:j:<jid>                    HASH   one job
@@ -88,6 +94,10 @@
 --                                 failure (kept until the job completes)
 --       spawned_from_jid          the recurring template that spawned it
 --       grace                     '1' once its expired lock got a grace period
+--       lanner_seq                lanner: its place among jobs that became ready
+--                                 at the same time and priority (from
+--                                 ql:lanner:seq; given by put, retry, advance,
+--                                 unfail and recurring spawns; missing = 0)
 --       ready                     lanner: the `time` it had when last popped
 --                                 from -work (where lanner.release puts it back)
 --       scheduled                 for a job in depends put with a delay: when the
@@ -99,9 +109,12 @@
 --   ql:j:<jid>-dependencies       SET    jids this job waits for
 --   ql:j:<jid>-dependents         SET    jids waiting for this job
 --
---   ql:q:<queue>-work             ZSET   ready jobs; score priority - ready_at/1e10,
---                                 read highest first. Jobs stalled by `timeout`
---                                 score +inf (front of the queue)
+--   ql:q:<queue>-work             ZSET   ready jobs, read highest score first; the
+--                                 score is qless's priority - ready_at/1e10, or
+--                                 a double just below it where jobs tie on it
+--                                 (they sit in lanner_seq order) or were moved
+--                                 to make room. Jobs stalled by `timeout` score
+--                                 +inf (front of the queue)
 --   ql:q:<queue>-scheduled        ZSET   delayed jobs; score = when due
 --   ql:q:<queue>-locks            ZSET   running jobs; score = lock expiry (a score
 --                                 in the past is a stalled job)
@@ -151,6 +164,7 @@
 --
 --   ql:lanner:notify:<queue>      LIST   lanner only: wake-up tokens, one per job
 --                                 that became ready (at most 256); see lanner.lua
+--   ql:lanner:seq                 STRING lanner only: the last lanner_seq given
 --
 -- PUB/SUB CHANNELS
 --   ql:log            JSON {jid, event, ...}: put, completed, advanced, failed,
@@ -161,18 +175,31 @@
 --   ql:stalled, ql:completed, ql:failed, ql:canceled: the bare jid
 --
 -- LANNER EXTENSIONS (not part of qless; named lanner.* so no qless command
--- can clash with them; a qless client never sees a difference)
---   lanner.put_many worker JSON              array of jids. JSON is an array of
---       {queue, jid, klass, data (JSON text), delay, priority, tags, retries,
---       depends}; all are checked before any is put (all or nothing)
+-- can clash with them). Arguments after <now>, as for the commands above.
+--   lanner.put_many worker JSON              array of the jids put. JSON is an
+--       array of {queue, jid, klass, data (JSON text), delay, priority, tags,
+--       retries, depends}, each checked like put's arguments before any is
+--       put (all or nothing)
 --   lanner.complete_many worker queue jid... array of the jids completed; jids
 --       whose lock the worker no longer holds in the queue are skipped
---   lanner.release worker queue jid...       array of the jids given back: each
---       is waiting again in its pre-pop place, no retry spent, history
---       `released` {worker}; others are skipped
+--   lanner.release_in worker queue delay jid...
+--                                            array of the jids given back, no
+--       retry spent, history `released` {worker}: with delay <= 0 each is
+--       waiting again in its place from before the pop (ready time and
+--       lanner_seq kept), else scheduled delay seconds ahead; jids the worker
+--       does not hold in the queue are skipped
+--   lanner.release worker queue jid...       lanner.release_in with delay 0
 --   lanner.next_due queue                    the earliest time (text) at which a
 --       scheduled job, a lock expiry / grace end or a recurring run is due in
 --       the queue; nil if none or paused
+--   lanner.peek queue count                  JSON list of the jobs pop would give
+--       next, changing nothing (qless's peek spawns recurring runs and
+--       promotes scheduled jobs): expired locks, stalled, then waiting and due
+--       scheduled jobs in order; ignores pause and max-concurrency
+--   lanner.cancel jid...                     array of the jids cancelled (jobs
+--       that existed and were not complete); otherwise qless's cancel
+--   lanner.heartbeat jid worker [data]       the new lock expiry as text, exact
+--       (qless's heartbeat replies with an integer); otherwise heartbeat
 --   `jobs waiting queue [offset] [count]`    ready jids in pop order (qless's
 --       jobs has no waiting state)
 --   Blocking pop: pop, then BLPOP ql:lanner:notify:<queue> with a timeout no

@@ -7,6 +7,7 @@
 -- due scheduled jobs, due recurring runs and expired locks are dealt with by
 -- the commands that look at the queue (pop, peek, queues, jobs).
 
+-- qless's score for a waiting job (see SCORE_TIME_SCALE).
 function Queue.score(priority, ready_at)
   return priority - ready_at / SCORE_TIME_SCALE
 end
@@ -18,11 +19,142 @@ function Queue.remember(now, queue)
   end
 end
 
+-------------------------------------------------------------------------------
+-- The order of waiting jobs
+-------------------------------------------------------------------------------
+-- Waiting jobs pop by priority (higher first), then by the time they became
+-- ready, then in insertion order: a sequence number (hash field lanner_seq,
+-- from the counter ql:lanner:seq) that put, retry, advance, unfail and
+-- recurring spawns give. A dependency release, a promotion, a release and a
+-- priority change keep it. Jobs stored without one (by an older script) count
+-- as 0. This is the SQLite engine's order, for every caller of the script.
+--
+-- qless's score alone ties jobs ready at the same time (a sorted set then
+-- orders them by jid), and no fixed formula of (priority, ready, seq) fits in
+-- one double: at priority 7 and today's Unix times a double has about 112
+-- steps per millisecond of ready time, while the sequence number grows without
+-- bound. So -work holds the order by placement: a job goes in at its rank,
+-- found by binary search over -work comparing (priority, ready, seq) read from
+-- the job hashes, with a score strictly between the scores of its neighbours:
+-- qless's score when that fits (the usual case), else the next double below
+-- the job ahead. Jobs that tie on qless's score thus sit on adjacent doubles
+-- just below it; when a job must go between two adjacent doubles, the jobs
+-- behind it move down one double each, up to the first gap. The order is
+-- exact at any precision; a score may sit below qless's score by as many
+-- doubles as jobs share (or crowd) that time, which no reader sees: every
+-- reader (pop, peek, jobs) takes -work highest score first, as qless does.
+
+-- A job's place in the order: { priority, ready time, sequence number }.
+function Queue.order(jid)
+  local values = redis.call('hmget', Keys.job(jid), 'priority', 'time', 'lanner_seq')
+  return { tonumber(values[1]) or 0, tonumber(values[2]) or 0, tonumber(values[3]) or 0 }
+end
+
+-- Whether order `a` pops before order `b`.
+function Queue.ahead(a, b)
+  if a[1] ~= b[1] then
+    return a[1] > b[1]
+  elseif a[2] ~= b[2] then
+    return a[2] < b[2]
+  end
+  return a[3] < b[3]
+end
+
+-- The job goes to the back of the line of jobs ready at the same time.
+function Queue.take_seq(jid)
+  redis.call('hset', Keys.job(jid), 'lanner_seq', redis.call('incr', Keys.seq))
+end
+
+local TINY = 2 ^ -1074
+
+-- The largest double below x (x finite).
+local function below(x)
+  if x == 0 then
+    return -TINY
+  end
+  local mantissa, exponent = math.frexp(x)
+  local step = 2 ^ (exponent - 53)
+  if mantissa == 0.5 then
+    -- x is a power of two: the doubles just below it are twice as dense.
+    step = step / 2
+  end
+  return x - math.max(step, TINY)
+end
+
+-- Move the jobs from `rank` on that score `score` or more down, each to the
+-- double below the one before it, until one is already lower. All are read
+-- before any moves: a moved job may tie with the next one for a moment, and
+-- a sorted set orders ties by jid, which would shuffle the ranks still to read.
+local function make_room(work, rank, score)
+  local moving, done = {}, false
+  while not done do
+    local behind = redis.call('zrevrange', work, rank, rank + 31, 'WITHSCORES')
+    done = #behind < 64
+    for index = 1, #behind, 2 do
+      if tonumber(behind[index + 1]) < score then
+        done = true
+        break
+      end
+      score = below(score)
+      moving[#moving + 1] = { behind[index], score }
+    end
+    rank = rank + 32
+  end
+  for _, job in ipairs(moving) do
+    redis.call('zadd', work, job[2], job[1])
+  end
+end
+
+-- Put a waiting job (hash up to date, not in -work) into the queue's -work at
+-- its place in the order. Jobs stalled by `timeout` (score +inf) stay ahead.
+function Queue.place(queue, jid)
+  local work = Keys.queue(queue, 'work')
+  local mine = Queue.order(jid)
+  local function member(rank)
+    local found = redis.call('zrevrange', work, rank, rank, 'WITHSCORES')
+    return found[1], tonumber(found[2])
+  end
+  local function goes_ahead(rank)
+    local other, score = member(rank)
+    return score == math.huge or Queue.ahead(Queue.order(other), mine)
+  end
+  -- The first rank whose job does not go ahead of this one; the last rank
+  -- first, as a new job mostly goes behind all others.
+  local low, high = 0, redis.call('zcard', work)
+  if high > 0 and goes_ahead(high - 1) then
+    low = high
+  end
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    if goes_ahead(middle) then
+      low = middle + 1
+    else
+      high = middle
+    end
+  end
+  local score = Queue.score(mine[1], mine[2])
+  if low > 0 then
+    local _, ahead = member(low - 1)
+    if ahead <= score then
+      score = below(ahead)
+    end
+  end
+  make_room(work, low, score)
+  redis.call('zadd', work, score, jid)
+end
+
+-------------------------------------------------------------------------------
+-- Putting jobs in
+-------------------------------------------------------------------------------
 -- Place a job whose hash is otherwise up to date into `queue`: depends if it
 -- still waits on another job, else scheduled if delayed, else waiting.
--- Writes state and time (when it became ready) and returns the state.
-function Queue.enqueue(now, queue, jid, priority, delay)
+-- Writes state and time (when it became ready) and returns the state. The job
+-- takes a new sequence number unless `keep_seq` (a dependency release).
+function Queue.enqueue(now, queue, jid, delay, keep_seq)
   local key = Keys.job(jid)
+  if not keep_seq then
+    Queue.take_seq(jid)
+  end
   local state
   if redis.call('scard', Keys.dependencies(jid)) > 0 then
     state = 'depends'
@@ -39,11 +171,13 @@ function Queue.enqueue(now, queue, jid, priority, delay)
     redis.call('hdel', key, 'scheduled')
   else
     state = 'waiting'
-    redis.call('zadd', Keys.queue(queue, 'work'), Queue.score(priority, now), jid)
     redis.call('hdel', key, 'scheduled')
-    Lanner.notify(queue, 1)
   end
   redis.call('hmset', key, 'state', state, 'time', now)
+  if state == 'waiting' then
+    Queue.place(queue, jid)
+    Lanner.notify(queue, 1)
+  end
   Queue.remember(now, queue)
   return state
 end
@@ -92,7 +226,7 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
     redis.call('hset', key, 'spawned_from_jid', spawned_from)
   end
   Job.record(now, jid, 'put', { q = queue })
-  Queue.enqueue(now, queue, jid, priority, delay)
+  Queue.enqueue(now, queue, jid, delay)
 
   Events.put(jid, queue)
   Events.tracked(jid, 'put')
@@ -107,22 +241,26 @@ end
 -------------------------------------------------------------------------------
 -- Scheduled jobs whose time has come become waiting. They count as ready from
 -- their due time, not from now, so their order does not depend on when
--- somebody happened to look.
+-- somebody happened to look. They are placed in order, so each lands behind
+-- the one before (no job has to move to make room for another).
 function Queue.promote_scheduled(now, queue)
   local scheduled = Keys.queue(queue, 'scheduled')
   local due = redis.call('zrangebyscore', scheduled, '-inf', now, 'WITHSCORES')
   if #due == 0 then
     return
   end
-  local work = Keys.queue(queue, 'work')
+  local jobs = {}
   for index = 1, #due, 2 do
-    local jid, due_at = due[index], tonumber(due[index + 1])
-    local priority = tonumber(redis.call('hget', Keys.job(jid), 'priority')) or 0
-    redis.call('zadd', work, Queue.score(priority, due_at), jid)
-    redis.call('hmset', Keys.job(jid), 'state', 'waiting', 'time', due_at)
+    local jid = due[index]
+    redis.call('hmset', Keys.job(jid), 'state', 'waiting', 'time', due[index + 1])
+    jobs[#jobs + 1] = { jid = jid, order = Queue.order(jid) }
+  end
+  table.sort(jobs, function(a, b) return Queue.ahead(a.order, b.order) end)
+  for _, job in ipairs(jobs) do
+    Queue.place(queue, job.jid)
   end
   redis.call('zremrangebyscore', scheduled, '-inf', now)
-  Lanner.notify(queue, #due / 2)
+  Lanner.notify(queue, #jobs)
 end
 
 -- Everything time-driven a reader of the queue should see first.
@@ -437,7 +575,7 @@ function Queue.unfail(now, queue, group, count)
       redis.call('hmset', Keys.job(jid), 'queue', queue, 'worker', '', 'expires', 0,
         'remaining', job.retries)
       Job.record(now, jid, 'put', { q = queue })
-      Queue.enqueue(now, queue, jid, job.priority, 0)
+      Queue.enqueue(now, queue, jid, 0)
       Events.put(jid, queue)
       moved = moved + 1
     end
