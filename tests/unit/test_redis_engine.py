@@ -175,8 +175,8 @@ def test_script_is_reloaded_after_script_flush(engine: RedisEngine, redis_url: s
 
 
 def test_qless_clients_get_put_order_among_ties_too(engine: RedisEngine, redis_url: str) -> None:
-    # The put sequence is part of every work score, so a qless client calling put and pop
-    # directly also gets jobs of equal priority and time in the order they were put.
+    # Jobs are placed in -work by (priority, ready time, put sequence), so a qless client
+    # calling put and pop directly also gets equal jobs in the order they were put.
     with raw(redis_url) as client:
         for jid in ["c", "a", "b"]:
             client.evalsha(engine._sha, 0, "put", "1000", "", "q", jid, "Task", "{}", "0")
