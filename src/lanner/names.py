@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from lanner.errors import InvalidName, MalformedArgument, PayloadTooLarge
@@ -101,3 +102,53 @@ def json_text(value: object, what: str, limit: int) -> str:
 def _reject_constant(name: str) -> object:
     # Python's json accepts NaN and Infinity, which JSON (and other languages' clients) do not.
     raise ValueError(f"{name} is not JSON")
+
+
+def now(value: float | None) -> float:
+    """The `now` of a command: the current time when None, else a checked timestamp."""
+    return time.time() if value is None else timestamp(value)
+
+
+def message(value: object) -> str:
+    """A failure message: any text (tracebacks included)."""
+    if not isinstance(value, str):
+        raise MalformedArgument(f"message must be a str, not {type(value).__name__}")
+    return value
+
+
+def interval(value: object) -> float:
+    """A recurring job's interval: a finite number of seconds above 0."""
+    seconds_ = seconds(value, "interval")
+    if seconds_ <= 0:
+        raise MalformedArgument("interval must be > 0 seconds")
+    return seconds_
+
+
+RECUR_FIELDS: Final = ("priority", "interval", "retries", "data", "klass", "queue", "backlog")
+
+
+def recur_changes(changes: object, max_data_bytes: int) -> dict[str, str | int | float]:
+    """The checked `recur_update` changes (field -> value), or MalformedArgument."""
+    if not isinstance(changes, Mapping):
+        raise MalformedArgument(f"changes must be a mapping, not {type(changes).__name__}")
+    unknown = sorted(str(key) for key in set(changes) - set(RECUR_FIELDS))
+    if unknown:
+        raise MalformedArgument(
+            f"recur_update(): unknown field(s) {', '.join(unknown)}; "
+            f"known: {', '.join(RECUR_FIELDS)}"
+        )
+    checked: dict[str, str | int | float] = {}
+    for key, value in changes.items():
+        if key == "priority":
+            checked[key] = integer(value, key)
+        elif key in ("retries", "backlog"):
+            checked[key] = integer(value, key, 0)
+        elif key == "interval":
+            checked[key] = interval(value)
+        elif key == "data":
+            checked[key] = json_text(value, "data", max_data_bytes)
+        elif key == "klass":
+            checked[key] = label(value, "klass")
+        else:
+            checked[key] = queue_name(value)
+    return checked

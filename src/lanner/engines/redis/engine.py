@@ -43,7 +43,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -62,6 +62,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - depends on the inst
 from lanner import names
 from lanner.engine import CONFIG_DEFAULTS, Capability
 from lanner.engines.redis.script import build_script
+from lanner.engines.urloptions import options_from_query
 from lanner.errors import (
     InvalidState,
     JobNotFound,
@@ -192,24 +193,7 @@ class RedisOptions:
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> RedisOptions:
-        known = {field.name: field.type for field in fields(cls)}
-        unknown = sorted(set(query) - set(known))
-        if unknown:
-            raise MalformedArgument(
-                f"unknown Redis option(s) {', '.join(unknown)}; known: {', '.join(known)}"
-            )
-        values: dict[str, str | int | float] = {}
-        for name, text in query.items():
-            try:
-                if known[name] == "int":
-                    values[name] = int(text)
-                elif known[name] == "float":
-                    values[name] = float(text)
-                else:
-                    values[name] = text
-            except ValueError:
-                raise MalformedArgument(f"Redis option {name}={text!r} is not a number") from None
-        return cls(**values)  # type: ignore[arg-type]
+        return options_from_query(cls, query, "Redis")
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,10 +359,6 @@ def _timing(obj: Mapping[str, Any]) -> TimingStats:
     )
 
 
-def _now(now: float | None) -> float:
-    return time.time() if now is None else names.timestamp(now)
-
-
 def _text(value: Arg) -> str:
     """An argument as the script reads it: floats with full precision."""
     if isinstance(value, float):
@@ -388,19 +368,6 @@ def _text(value: Arg) -> str:
 
 def _json_list(values: Sequence[str]) -> str:
     return json.dumps(list(values), separators=(",", ":"))
-
-
-def _message(value: object) -> str:
-    if not isinstance(value, str):
-        raise MalformedArgument(f"message must be a str, not {type(value).__name__}")
-    return value
-
-
-def _interval(value: object) -> float:
-    interval = names.seconds(value, "interval")
-    if interval <= 0:
-        raise MalformedArgument("interval must be > 0 seconds")
-    return interval
 
 
 def _blpop_timeout(seconds: float) -> float:
@@ -557,11 +524,11 @@ class RedisEngine:
             )
         if isinstance(value, float) and not math.isfinite(value):
             raise MalformedArgument(f"config value must be finite, not {value}")
-        self._call("config.set", _now(now), key, value, name="config_set")
+        self._call("config.set", names.now(now), key, value, name="config_set")
 
     def config_unset(self, key: str, *, now: float | None = None) -> None:
         key = names.label(key, "config key")
-        self._call("config.unset", _now(now), key, name="config_unset")
+        self._call("config.unset", names.now(now), key, name="config_unset")
 
     # -- putting work ---------------------------------------------------------------------
     def _put_args(
@@ -622,7 +589,7 @@ class RedisEngine:
         now: float | None = None,
     ) -> str:
         job = self._put_args(queue, jid, klass, data, delay, priority, tags, retries, depends)
-        return self._put("put", job, worker, _now(now))
+        return self._put("put", job, worker, names.now(now))
 
     def requeue(
         self,
@@ -640,7 +607,7 @@ class RedisEngine:
         now: float | None = None,
     ) -> str:
         job = self._put_args(queue, jid, klass, data, delay, priority, tags, retries, depends)
-        return self._put("requeue", job, worker, _now(now))
+        return self._put("requeue", job, worker, names.now(now))
 
     def put_many(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[str]:
         if not isinstance(jobs, Sequence):
@@ -655,7 +622,7 @@ class RedisEngine:
                     job.tags, job.retries, job.depends,
                 )
             )  # fmt: skip
-        at = _now(now)
+        at = names.now(now)
         if not checked:
             return []
         payload = json.dumps(checked, separators=(",", ":"))
@@ -718,7 +685,7 @@ class RedisEngine:
     def peek(self, queue: str, count: int = 1, *, now: float | None = None) -> list[Job]:
         queue = names.queue_name(queue)
         count = names.integer(count, "count", 1)
-        return _jobs(self._call("lanner.peek", _now(now), queue, count, name="peek"))
+        return _jobs(self._call("lanner.peek", names.now(now), queue, count, name="peek"))
 
     def heartbeat(
         self, jid: str, worker: str, data: str | None = None, *, now: float | None = None
@@ -728,7 +695,7 @@ class RedisEngine:
         args: list[Arg] = [jid, worker]
         if data is not None:
             args.append(names.json_text(data, "data", self.options.max_data_bytes))
-        return float(self._call("lanner.heartbeat", _now(now), *args, name="heartbeat"))
+        return float(self._call("lanner.heartbeat", names.now(now), *args, name="heartbeat"))
 
     # -- finishing work -------------------------------------------------------------------
     def complete(
@@ -757,7 +724,7 @@ class RedisEngine:
             args += ["next", names.queue_name(next, "next queue"), "delay", delay]
             if depends is not None:
                 args += ["depends", _json_list(names.unique_labels(depends, "depends"))]
-        return str(self._call("complete", _now(now), *args))
+        return str(self._call("complete", names.now(now), *args))
 
     def complete_many(
         self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
@@ -765,7 +732,7 @@ class RedisEngine:
         checked = names.unique_labels(jids, "jids")
         worker = names.label(worker, "worker")
         queue = names.queue_name(queue)
-        at = _now(now)
+        at = names.now(now)
         if not checked:
             return []
         reply = self._call(
@@ -786,7 +753,7 @@ class RedisEngine:
         worker = names.label(worker, "worker")
         queue = names.queue_name(queue)
         delay = names.seconds(delay, "delay")
-        at = _now(now)
+        at = names.now(now)
         if not checked:
             return []
         reply = self._call("lanner.release_in", at, worker, queue, delay, *checked, name="release")
@@ -805,11 +772,11 @@ class RedisEngine:
         jid = names.label(jid, "jid")
         worker = names.label(worker, "worker")
         group = names.label(group, "group")
-        message = _message(message)
+        message = names.message(message)
         args: list[Arg] = [jid, worker, group, message]
         if data is not None:
             args.append(names.json_text(data, "data", self.options.max_data_bytes))
-        return str(self._call("fail", _now(now), *args))
+        return str(self._call("fail", names.now(now), *args))
 
     def retry(
         self,
@@ -831,51 +798,51 @@ class RedisEngine:
             # qless takes a message only with a group: name the default group then.
             args.append(f"failed-retries-{queue}" if group is None else names.label(group, "group"))
             if message is not None:
-                args.append(_message(message))
-        return int(self._call("retry", _now(now), *args))
+                args.append(names.message(message))
+        return int(self._call("retry", names.now(now), *args))
 
     # -- managing jobs --------------------------------------------------------------------
     def cancel(self, jids: Sequence[str], *, now: float | None = None) -> list[str]:
         checked = names.unique_labels(jids, "jids")
         if not checked:
             return []
-        reply = self._call("lanner.cancel", _now(now), *checked, name="cancel")
+        reply = self._call("lanner.cancel", names.now(now), *checked, name="cancel")
         return [str(jid) for jid in _list(reply)]
 
     def timeout(self, jids: Sequence[str], *, now: float | None = None) -> None:
         checked = names.unique_labels(jids, "jids")
-        at = _now(now)
+        at = names.now(now)
         if checked:
             self._call("timeout", at, *checked)
 
     def priority(self, jid: str, priority: int, *, now: float | None = None) -> None:
         jid = names.label(jid, "jid")
         priority = names.integer(priority, "priority")
-        self._call("priority", _now(now), jid, priority)
+        self._call("priority", names.now(now), jid, priority)
 
     def get(self, jid: str, *, now: float | None = None) -> Job | None:
         jid = names.label(jid, "jid")
-        reply = self._call("get", _now(now), jid)
+        reply = self._call("get", names.now(now), jid)
         return None if reply is None else _job(json.loads(reply))
 
     def multiget(self, jids: Sequence[str], *, now: float | None = None) -> list[Job]:
         checked = names.labels(jids, "jids")
         if not checked:
             return []
-        return _jobs(self._call("multiget", _now(now), *checked))
+        return _jobs(self._call("multiget", names.now(now), *checked))
 
     # -- queues ---------------------------------------------------------------------------
     def queues(self, *, now: float | None = None) -> list[QueueCounts]:
-        counts = [_counts(obj) for obj in _list(json.loads(self._call("queues", _now(now))))]
+        counts = [_counts(obj) for obj in _list(json.loads(self._call("queues", names.now(now))))]
         return sorted(counts, key=lambda c: c.name)
 
     def queue_counts(self, queue: str, *, now: float | None = None) -> QueueCounts:
         queue = names.queue_name(queue)
-        return _counts(json.loads(self._call("queues", _now(now), queue, name="queue_counts")))
+        return _counts(json.loads(self._call("queues", names.now(now), queue, name="queue_counts")))
 
     def length(self, queue: str, *, now: float | None = None) -> int:
         queue = names.queue_name(queue)
-        return int(self._call("length", _now(now), queue))
+        return int(self._call("length", names.now(now), queue))
 
     def jobs(
         self,
@@ -892,7 +859,7 @@ class RedisEngine:
             )
         offset = names.integer(offset, "offset", 0)
         count = names.integer(count, "count", 0)
-        at = _now(now)
+        at = names.now(now)
         args: list[Arg] = [state]
         if state != "complete":
             if queue is None:
@@ -906,16 +873,16 @@ class RedisEngine:
     def pause(self, queues: Sequence[str], *, now: float | None = None) -> None:
         checked = names.queue_names(queues)
         if checked:
-            self._call("pause", _now(now), *checked)
+            self._call("pause", names.now(now), *checked)
 
     def unpause(self, queues: Sequence[str], *, now: float | None = None) -> None:
         checked = names.queue_names(queues)
         if checked:
-            self._call("unpause", _now(now), *checked)
+            self._call("unpause", names.now(now), *checked)
 
     # -- failures -------------------------------------------------------------------------
     def failed_groups(self, *, now: float | None = None) -> dict[str, int]:
-        groups = json.loads(self._call("failed", _now(now), name="failed_groups"))
+        groups = json.loads(self._call("failed", names.now(now), name="failed_groups"))
         if not isinstance(groups, dict):
             return {}
         return {group: int(n) for group, n in sorted(groups.items())}
@@ -926,7 +893,7 @@ class RedisEngine:
         group = names.label(group, "group")
         start = names.integer(start, "start", 0)
         limit = names.integer(limit, "limit", 0)
-        at = _now(now)
+        at = names.now(now)
         page = json.loads(self._call("failed", at, group, start, limit))
         return JobPage(total=int(page["total"]), jobs=tuple(self._objects(page["jobs"], at)))
 
@@ -938,32 +905,32 @@ class RedisEngine:
         queue = names.queue_name(queue)
         group = names.label(group, "group")
         count = names.integer(count, "count", 0)
-        return int(self._call("unfail", _now(now), queue, group, count))
+        return int(self._call("unfail", names.now(now), queue, group, count))
 
     # -- dependencies ---------------------------------------------------------------------
     def depends_add(self, jid: str, jids: Sequence[str], *, now: float | None = None) -> None:
         jid = names.label(jid, "jid")
         wanted = names.unique_labels(jids, "jids")
-        self._call("depends", _now(now), jid, "on", *wanted, name="depends_add")
+        self._call("depends", names.now(now), jid, "on", *wanted, name="depends_add")
 
     def depends_remove(
         self, jid: str, jids: Sequence[str] | None, *, now: float | None = None
     ) -> None:
         jid = names.label(jid, "jid")
         wanted = ["all"] if jids is None else names.unique_labels(jids, "jids")
-        self._call("depends", _now(now), jid, "off", *wanted, name="depends_remove")
+        self._call("depends", names.now(now), jid, "off", *wanted, name="depends_remove")
 
     # -- tags and log ---------------------------------------------------------------------
     def tag_add(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
         jid = names.label(jid, "jid")
         checked = names.unique_labels(tags, "tags")
-        reply = self._call("tag", _now(now), "add", jid, *checked, name="tag_add")
+        reply = self._call("tag", names.now(now), "add", jid, *checked, name="tag_add")
         return [str(tag) for tag in _list(json.loads(reply))]
 
     def tag_remove(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
         jid = names.label(jid, "jid")
         checked = names.unique_labels(tags, "tags")
-        reply = self._call("tag", _now(now), "remove", jid, *checked, name="tag_remove")
+        reply = self._call("tag", names.now(now), "remove", jid, *checked, name="tag_remove")
         return [str(tag) for tag in _list(json.loads(reply))]
 
     def tagged(
@@ -972,7 +939,7 @@ class RedisEngine:
         tag = names.label(tag, "tag")
         offset = names.integer(offset, "offset", 0)
         count = names.integer(count, "count", 0)
-        at = _now(now)
+        at = names.now(now)
         if count == 0:
             page = json.loads(self._call("tag", at, "get", tag, 0, 0, name="tagged"))
             return JobPage(total=int(page["total"]), jobs=())
@@ -984,7 +951,7 @@ class RedisEngine:
         count = names.integer(count, "count", 0)
         if count == 0:
             return []
-        reply = self._call("tag", _now(now), "top", offset, count, name="tags_top")
+        reply = self._call("tag", names.now(now), "top", offset, count, name="tags_top")
         return [str(tag) for tag in _list(json.loads(reply))]
 
     def log(
@@ -1004,29 +971,29 @@ class RedisEngine:
             text = json.dumps(details, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as error:
             raise MalformedArgument(f"log data is not JSON-serialisable: {error}") from None
-        self._call("log", _now(now), jid, message, text)
+        self._call("log", names.now(now), jid, message, text)
 
     # -- tracking, statistics and workers --------------------------------------------------
     def track(self, jid: str, *, now: float | None = None) -> None:
         jid = names.label(jid, "jid")
-        self._call("track", _now(now), "track", jid)
+        self._call("track", names.now(now), "track", jid)
 
     def untrack(self, jid: str, *, now: float | None = None) -> None:
         jid = names.label(jid, "jid")
-        at = _now(now)
+        at = names.now(now)
         # qless's untrack does not check that the job exists; the contract does.
         if self._call("get", at, jid, name="untrack") is None:
             raise JobNotFound(jid, "untrack")
         self._call("track", at, "untrack", jid)
 
     def tracked(self, *, now: float | None = None) -> list[Job]:
-        reply = json.loads(self._call("track", _now(now)))
+        reply = json.loads(self._call("track", names.now(now)))
         return [_job(obj) for obj in _list(reply.get("jobs"))]
 
     def stats(self, queue: str, date: float, *, now: float | None = None) -> QueueStats:
         queue = names.queue_name(queue)
         date = names.timestamp(date)
-        obj = json.loads(self._call("stats", _now(now), queue, date))
+        obj = json.loads(self._call("stats", names.now(now), queue, date))
         return QueueStats(
             retries=int(obj.get("retries") or 0),
             failed=int(obj.get("failed") or 0),
@@ -1036,12 +1003,12 @@ class RedisEngine:
         )
 
     def workers(self, *, now: float | None = None) -> list[WorkerCounts]:
-        reply = _list(json.loads(self._call("workers", _now(now))))
+        reply = _list(json.loads(self._call("workers", names.now(now))))
         return [WorkerCounts(w["name"], int(w["jobs"]), int(w["stalled"])) for w in reply]
 
     def worker_jobs(self, worker: str, *, now: float | None = None) -> WorkerJobs:
         worker = names.label(worker, "worker")
-        obj = json.loads(self._call("workers", _now(now), worker, name="worker_jobs"))
+        obj = json.loads(self._call("workers", names.now(now), worker, name="worker_jobs"))
         return WorkerJobs(
             jobs=tuple(str(jid) for jid in _list(obj.get("jobs"))),
             stalled=tuple(str(jid) for jid in _list(obj.get("stalled"))),
@@ -1050,7 +1017,7 @@ class RedisEngine:
     def worker_deregister(self, workers: Sequence[str], *, now: float | None = None) -> None:
         checked = names.labels(workers, "workers")
         if checked:
-            self._call("worker.deregister", _now(now), *checked, name="worker_deregister")
+            self._call("worker.deregister", names.now(now), *checked, name="worker_deregister")
 
     # -- recurring jobs --------------------------------------------------------------------
     def recur(
@@ -1074,7 +1041,7 @@ class RedisEngine:
             names.label(klass, "klass"),
             names.json_text(data, "data", self.options.max_data_bytes),
             "interval",
-            _interval(interval),
+            names.interval(interval),
             names.seconds(offset, "offset"),
             "priority",
             names.integer(priority, "priority"),
@@ -1085,15 +1052,15 @@ class RedisEngine:
             "backlog",
             names.integer(backlog, "backlog", 0),
         ]
-        return str(self._call("recur", _now(now), *args))
+        return str(self._call("recur", names.now(now), *args))
 
     def unrecur(self, jid: str, *, now: float | None = None) -> None:
         jid = names.label(jid, "jid")
-        self._call("unrecur", _now(now), jid)
+        self._call("unrecur", names.now(now), jid)
 
     def recur_get(self, jid: str, *, now: float | None = None) -> RecurringJob | None:
         jid = names.label(jid, "jid")
-        reply = self._call("recur.get", _now(now), jid, name="recur_get")
+        reply = self._call("recur.get", names.now(now), jid, name="recur_get")
         if reply is None:
             return None
         obj = json.loads(reply)
@@ -1114,45 +1081,28 @@ class RedisEngine:
         self, jid: str, changes: Mapping[str, object], *, now: float | None = None
     ) -> None:
         jid = names.label(jid, "jid")
-        if not isinstance(changes, Mapping):
-            raise MalformedArgument(f"changes must be a mapping, not {type(changes).__name__}")
-        checks: dict[str, Callable[[object], Arg]] = {
-            "priority": lambda v: names.integer(v, "priority"),
-            "interval": _interval,
-            "retries": lambda v: names.integer(v, "retries", 0),
-            "data": lambda v: names.json_text(v, "data", self.options.max_data_bytes),
-            "klass": lambda v: names.label(v, "klass"),
-            "queue": names.queue_name,
-            "backlog": lambda v: names.integer(v, "backlog", 0),
-        }
-        unknown = sorted(set(changes) - set(checks))
-        if unknown:
-            raise MalformedArgument(
-                f"recur_update(): unknown field(s) {', '.join(map(str, unknown))}; "
-                f"known: {', '.join(checks)}"
-            )
         args: list[Arg] = [jid]
-        for key, value in changes.items():
-            args += [key, checks[key](value)]
-        self._call("recur.update", _now(now), *args, name="recur_update")
+        for key, value in names.recur_changes(changes, self.options.max_data_bytes).items():
+            args += [key, value]
+        self._call("recur.update", names.now(now), *args, name="recur_update")
 
     def recur_tag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
         jid = names.label(jid, "jid")
         checked = names.unique_labels(tags, "tags")
-        reply = self._call("recur.tag", _now(now), jid, *checked, name="recur_tag")
+        reply = self._call("recur.tag", names.now(now), jid, *checked, name="recur_tag")
         return [str(tag) for tag in _list(json.loads(reply))]
 
     def recur_untag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
         jid = names.label(jid, "jid")
         checked = names.unique_labels(tags, "tags")
-        reply = self._call("recur.untag", _now(now), jid, *checked, name="recur_untag")
+        reply = self._call("recur.untag", names.now(now), jid, *checked, name="recur_untag")
         return [str(tag) for tag in _list(json.loads(reply))]
 
     # -- forgetting queues -----------------------------------------------------------------
     def queue_forget(self, queues: Sequence[str], *, now: float | None = None) -> None:
         checked = names.queue_names(queues)
         if checked:
-            self._call("queue.forget", _now(now), *checked, name="queue_forget")
+            self._call("queue.forget", names.now(now), *checked, name="queue_forget")
 
 
 def _counts(obj: Mapping[str, Any]) -> QueueCounts:

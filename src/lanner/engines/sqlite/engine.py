@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -312,7 +312,7 @@ class SQLiteEngine:
         now: float | None = None,
     ) -> str:
         job = self._check_put(queue, jid, klass, data, delay, priority, tags, retries, depends)
-        return self._put_one("put", job, _now(now))
+        return self._put_one("put", job, names.now(now))
 
     def put_many(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[str]:
         if not isinstance(jobs, Sequence):
@@ -327,7 +327,7 @@ class SQLiteEngine:
                     job.tags, job.retries, job.depends,
                 )
             )  # fmt: skip
-        at = _now(now)
+        at = names.now(now)
         if checked:
             with self._write() as conn:
                 self._store(conn, checked, at, self._config(conn))
@@ -349,7 +349,7 @@ class SQLiteEngine:
         now: float | None = None,
     ) -> str:
         job = self._check_put(queue, jid, klass, data, delay, priority, tags, retries, depends)
-        return self._put_one("requeue", job, _now(now))
+        return self._put_one("requeue", job, names.now(now))
 
     def _put_one(self, command: str, job: _Put, now: float) -> str:
         with self._write() as conn:
@@ -780,7 +780,7 @@ class SQLiteEngine:
     def peek(self, queue: str, count: int = 1, *, now: float | None = None) -> list[Job]:
         queue = names.queue_name(queue)
         count = names.integer(count, "count", 1)
-        at = _now(now)
+        at = names.now(now)
         with self._read() as conn:
             rows = conn.execute(
                 f"SELECT {_JOB_COLUMNS} FROM ("
@@ -803,7 +803,7 @@ class SQLiteEngine:
         worker = names.label(worker, "worker")
         if data is not None:
             data = names.json_text(data, "data", self.options.max_data_bytes)
-        at = _now(now)
+        at = names.now(now)
         with self._write() as conn:
             queue = self._holder_queue(conn, "heartbeat", jid, worker)
             expires = at + self._heartbeat(self._config(conn), queue)
@@ -861,7 +861,7 @@ class SQLiteEngine:
                 raise MalformedArgument("complete(): delay and depends need a next queue")
         else:
             next = names.queue_name(next, "next queue")
-        at = _now(now)
+        at = names.now(now)
         with self._write() as conn:
             self._holder_queue(conn, "complete", jid, worker, queue)
             config = self._config(conn)
@@ -889,7 +889,7 @@ class SQLiteEngine:
         checked = names.unique_labels(jids, "jids")
         worker = names.label(worker, "worker")
         queue = names.queue_name(queue)
-        at = _now(now)
+        at = names.now(now)
         if not checked:
             return []
         with self._write() as conn:
@@ -998,7 +998,7 @@ class SQLiteEngine:
         worker = names.label(worker, "worker")
         queue = names.queue_name(queue)
         delay = names.seconds(delay, "delay")
-        at = _now(now)
+        at = names.now(now)
         if not checked:
             return []
         with self._write() as conn:
@@ -1038,10 +1038,10 @@ class SQLiteEngine:
         jid = names.label(jid, "jid")
         worker = names.label(worker, "worker")
         group = names.label(group, "group")
-        message = _message(message)
+        message = names.message(message)
         if data is not None:
             data = names.json_text(data, "data", self.options.max_data_bytes)
-        at = _now(now)
+        at = names.now(now)
         with self._write() as conn:
             self._holder_queue(conn, "fail", jid, worker)
             if data is not None:
@@ -1096,8 +1096,8 @@ class SQLiteEngine:
         if group is not None:
             group = names.label(group, "group")
         if message is not None:
-            message = _message(message)
-        at = _now(now)
+            message = names.message(message)
+        at = names.now(now)
         with self._write() as conn:
             self._holder_queue(conn, "retry", jid, worker, queue)
             (remaining,) = conn.execute(
@@ -1165,7 +1165,7 @@ class SQLiteEngine:
 
     def timeout(self, jids: Sequence[str], *, now: float | None = None) -> None:
         checked = names.unique_labels(jids, "jids")
-        at = _now(now)
+        at = names.now(now)
         with self._write() as conn:
             cap = self._history_cap(self._config(conn))
             for jid in checked:
@@ -1248,14 +1248,14 @@ class SQLiteEngine:
 
     # -- queues ---------------------------------------------------------------------------
     def queues(self, *, now: float | None = None) -> list[QueueCounts]:
-        at = _now(now)
+        at = names.now(now)
         with self._read() as conn:
             known = conn.execute("SELECT name, paused FROM queues ORDER BY name").fetchall()
             return [self._counts(conn, name, bool(paused), at) for name, paused in known]
 
     def queue_counts(self, queue: str, *, now: float | None = None) -> QueueCounts:
         queue = names.queue_name(queue)
-        at = _now(now)
+        at = names.now(now)
         with self._read() as conn:
             row = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
             return self._counts(conn, queue, bool(row and row[0]), at)
@@ -1309,7 +1309,7 @@ class SQLiteEngine:
             )
         offset = names.integer(offset, "offset", 0)
         count = names.integer(count, "count", 0)
-        at = _now(now)
+        at = names.now(now)
         page: dict[str, object] = {"offset": offset, "count": count, "now": at}
         if state == "complete":
             sql = "state = 'complete' ORDER BY finished_at DESC, seq DESC"
@@ -1342,10 +1342,10 @@ class SQLiteEngine:
             return [row[0] for row in rows]
 
     def pause(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        self._set_paused(queues, True, _now(now))
+        self._set_paused(queues, True, names.now(now))
 
     def unpause(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        self._set_paused(queues, False, _now(now))
+        self._set_paused(queues, False, names.now(now))
 
     def _set_paused(self, queues: Sequence[str], paused: bool, now: float) -> None:
         checked = names.queue_names(queues)
@@ -1386,7 +1386,7 @@ class SQLiteEngine:
         queue = names.queue_name(queue)
         group = names.label(group, "group")
         count = names.integer(count, "count", 0)
-        at = _now(now)
+        at = names.now(now)
         with self._write() as conn:
             rows = conn.execute(
                 "SELECT jid, klass, data FROM jobs WHERE state = 'failed' AND failure_group = ? "
@@ -1419,7 +1419,7 @@ class SQLiteEngine:
     ) -> None:
         jid = names.label(jid, "jid")
         wanted = None if jids is None else names.unique_labels(jids, "jids")
-        at = _now(now)
+        at = names.now(now)
         with self._write() as conn:
             self._require_depends_state(conn, "depends_remove", jid)
             if wanted is None:
@@ -1442,10 +1442,10 @@ class SQLiteEngine:
 
     # -- tags and log ---------------------------------------------------------------------
     def tag_add(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        return self._retag(jid, names.unique_labels(tags, "tags"), add=True, now=_now(now))
+        return self._retag(jid, names.unique_labels(tags, "tags"), add=True, now=names.now(now))
 
     def tag_remove(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        return self._retag(jid, names.unique_labels(tags, "tags"), add=False, now=_now(now))
+        return self._retag(jid, names.unique_labels(tags, "tags"), add=False, now=names.now(now))
 
     def _retag(self, jid: str, tags: list[str], *, add: bool, now: float) -> list[str]:
         jid = names.label(jid, "jid")
@@ -1507,7 +1507,7 @@ class SQLiteEngine:
             raise MalformedArgument(f"log data must be a mapping, not {type(data).__name__}")
         details = {k: v for k, v in (data or {}).items() if k not in ("what", "when")}
         try:
-            event = _event(message, _now(now), **details)
+            event = _event(message, names.now(now), **details)
         except TypeError as error:
             raise MalformedArgument(f"log data is not JSON-serialisable: {error}") from None
         with self._write() as conn:
@@ -1549,7 +1549,7 @@ class SQLiteEngine:
             return stats.read(conn, queue, date)
 
     def workers(self, *, now: float | None = None) -> list[WorkerCounts]:
-        at = _now(now)
+        at = names.now(now)
         with self._write() as conn:
             max_age = self._number(self._config(conn), "max-worker-age")
             conn.execute("DELETE FROM workers WHERE last_seen < ?", (at - max_age,))
@@ -1566,7 +1566,7 @@ class SQLiteEngine:
 
     def worker_jobs(self, worker: str, *, now: float | None = None) -> WorkerJobs:
         worker = names.label(worker, "worker")
-        at = _now(now)
+        at = names.now(now)
         with self._lock:
             rows = (
                 self._connection()
@@ -1608,8 +1608,8 @@ class SQLiteEngine:
             "jid": names.label(jid, "jid"),
             "klass": names.label(klass, "klass"),
             "data": names.json_text(data, "data", self.options.max_data_bytes),
-            "interval": _interval(interval),
-            "next_at": _now(now) + names.seconds(offset, "offset"),
+            "interval": names.interval(interval),
+            "next_at": names.now(now) + names.seconds(offset, "offset"),
             "priority": names.integer(priority, "priority"),
             "tags": _json_list(names.unique_labels(tags, "tags")),
             "retries": names.integer(retries, "retries", 0),
@@ -1662,24 +1662,7 @@ class SQLiteEngine:
         self, jid: str, changes: Mapping[str, object], *, now: float | None = None
     ) -> None:
         jid = names.label(jid, "jid")
-        if not isinstance(changes, Mapping):
-            raise MalformedArgument(f"changes must be a mapping, not {type(changes).__name__}")
-        checks: dict[str, Callable[[object], object]] = {
-            "priority": lambda v: names.integer(v, "priority"),
-            "interval": _interval,
-            "retries": lambda v: names.integer(v, "retries", 0),
-            "data": lambda v: names.json_text(v, "data", self.options.max_data_bytes),
-            "klass": lambda v: names.label(v, "klass"),
-            "queue": names.queue_name,
-            "backlog": lambda v: names.integer(v, "backlog", 0),
-        }
-        unknown = sorted(set(changes) - set(checks))
-        if unknown:
-            raise MalformedArgument(
-                f"recur_update(): unknown field(s) {', '.join(map(str, unknown))}; "
-                f"known: {', '.join(checks)}"
-            )
-        checked = {key: checks[key](value) for key, value in changes.items()}
+        checked = names.recur_changes(changes, self.options.max_data_bytes)
         with self._write() as conn:
             row = conn.execute("SELECT interval FROM recurring WHERE jid = ?", (jid,)).fetchone()
             if row is None:
@@ -1691,10 +1674,10 @@ class SQLiteEngine:
                     (checked["interval"], jid),
                 )
             for key, value in checked.items():
-                # `key` is one of the names in `checks`, never other caller text.
+                # `key` is one of names.RECUR_FIELDS, never other caller text.
                 conn.execute(f"UPDATE recurring SET {key} = ? WHERE jid = ?", (value, jid))
             if "queue" in checked:
-                self._register_queue(conn, str(checked["queue"]), _now(now))
+                self._register_queue(conn, str(checked["queue"]), names.now(now))
 
     def recur_tag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
         return self._recur_retag(jid, names.unique_labels(tags, "tags"), add=True)
@@ -1722,20 +1705,3 @@ class SQLiteEngine:
         checked = names.queue_names(queues)
         with self._write() as conn:
             conn.executemany("DELETE FROM queues WHERE name = ?", [(q,) for q in checked])
-
-
-def _now(now: float | None) -> float:
-    return time.time() if now is None else names.timestamp(now)
-
-
-def _message(value: object) -> str:
-    if not isinstance(value, str):
-        raise MalformedArgument(f"message must be a str, not {type(value).__name__}")
-    return value
-
-
-def _interval(value: object) -> float:
-    interval = names.seconds(value, "interval")
-    if interval <= 0:
-        raise MalformedArgument("interval must be > 0 seconds")
-    return interval

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from lanner.engines.sqlite.schema import SYNCHRONOUS_MODES
+from lanner.engines.urloptions import options_from_query
 from lanner.errors import MalformedArgument
 
 
@@ -40,21 +41,6 @@ class SQLiteOptions:
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> SQLiteOptions:
-        known = {field.name: field.type for field in fields(cls)}
-        unknown = sorted(set(query) - set(known))
-        if unknown:
-            raise MalformedArgument(
-                f"unknown SQLite option(s) {', '.join(unknown)}; known: {', '.join(known)}"
-            )
-        values: dict[str, str | int | float] = {}
-        for name, text in query.items():
-            try:
-                if known[name] == "int":
-                    values[name] = int(text)
-                elif known[name] == "float":
-                    values[name] = float(text)
-                else:
-                    values[name] = text.lower()
-            except ValueError:
-                raise MalformedArgument(f"SQLite option {name}={text!r} is not a number") from None
-        return cls(**values)  # type: ignore[arg-type]
+        # Durability modes are case-insensitive in SQLite; here too.
+        given = {k: v.lower() if k == "synchronous" else v for k, v in query.items()}
+        return options_from_query(cls, given, "SQLite")
