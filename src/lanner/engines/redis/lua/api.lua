@@ -385,17 +385,18 @@ end
 -- like the arguments of put before any is stored. Returns the jids (array).
 local PUT_FIELDS = { 'priority', 'tags', 'retries', 'depends' }
 
+local function text(value)
+  if type(value) == 'number' then
+    return Num.str(value)
+  elseif type(value) == 'table' then
+    return cjson.encode(value)
+  end
+  return value
+end
+
 local function put_args(worker, spec)
   if type(spec) ~= 'table' then
     raise('Malformed jobs: each job must be a JSON object')
-  end
-  local function text(value)
-    if type(value) == 'number' then
-      return Num.str(value)
-    elseif type(value) == 'table' then
-      return cjson.encode(value)
-    end
-    return value
   end
   if spec.data ~= nil and type(spec.data) ~= 'string' then
     raise('Malformed data: must be JSON text (a string) in lanner.put_many')
@@ -423,11 +424,11 @@ Api['lanner.put_many'] = function(now, args)
   for index, spec in ipairs(specs) do
     parsed[index] = parse_put(put_args(worker, spec))
   end
-  local jids = {}
+  local puts = {}
   for index, p in ipairs(parsed) do
-    jids[index] = put(now, p)
+    puts[index] = function() return put(now, p) end
   end
-  return jids
+  return Queue.put_many(puts)
 end
 
 -- lanner.complete_many worker queue jid...
@@ -503,6 +504,15 @@ local function main(keys, argv)
     end
     return handler(now, args)
   end)
+  -- Writes the modules defer to the end of the command (timings, wake-up
+  -- tokens), also after an error, as the writes before it stay.
+  local flushed, problem = pcall(function()
+    Stats.flush()
+    Lanner.flush()
+  end)
+  if ok and not flushed then
+    ok, result = false, problem
+  end
   if ok then
     return result
   end

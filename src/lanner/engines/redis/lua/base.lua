@@ -247,12 +247,28 @@ function Json.array(list)
   return cjson.encode(list)
 end
 
--- Decode a stored JSON field, falling back to `default` when it is absent.
+-- Decode a stored JSON field, falling back to `default` (else a new empty
+-- table) when it is absent. An empty array needs no decoding.
 function Json.decode(value, default)
   if value == nil or value == false or value == '' then
+    if default == nil then
+      return {}
+    end
     return default
   end
+  if value == '[]' then
+    return {}
+  end
   return cjson.decode(value)
+end
+
+-- redis.call(command, key, items...) in chunks: Lua's unpack cannot spread a
+-- long list into arguments. `step` (even for score/member pairs) is the most
+-- items per call. For commands whose effect is the same in one call or many.
+local function call_spread(command, key, items, step)
+  for first = 1, #items, step do
+    redis.call(command, key, unpack(items, first, math.min(first + step - 1, #items)))
+  end
 end
 
 -- Redis returns a missing value as false; the rest of the script uses nil.

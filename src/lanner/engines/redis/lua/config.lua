@@ -14,10 +14,23 @@ Config.defaults = {
   ['jobs-history-count'] = 50000,
 }
 
+-- Settings read so far in this call (key -> stored value, or false when
+-- unset). A setting only changes through config.set / config.unset, which
+-- update the cache too, so one call reads each setting at most once however
+-- many jobs it handles. (The script's top level runs afresh on every call, so
+-- the cache never outlives one command.)
+local config_cache = {}
+-- Config.heartbeat's results in this call, by queue.
+local heartbeats = {}
+
 -- The stored value (a string), else the default, else nil.
 function Config.get(key)
-  local value = present(redis.call('hget', Keys.config, key))
+  local value = config_cache[key]
   if value == nil then
+    value = redis.call('hget', Keys.config, key)
+    config_cache[key] = value
+  end
+  if value == false then
     return Config.defaults[key]
   end
   return value
@@ -47,19 +60,29 @@ end
 
 function Config.set(key, value)
   redis.call('hset', Keys.config, key, value)
+  config_cache[key] = nil
+  heartbeats = {}
   Events.log({ 'option', key, 'event', 'config_set', 'value', value })
 end
 
 function Config.unset(key)
   redis.call('hdel', Keys.config, key)
+  config_cache[key] = nil
+  heartbeats = {}
   Events.log({ 'event', 'config_unset', 'option', key })
 end
 
--- Lock duration for a queue: <queue>-heartbeat, else heartbeat.
+-- Lock duration for a queue: <queue>-heartbeat, else heartbeat. Remembered
+-- per queue for the call (pop asks once per job); config.set and
+-- config.unset forget it (see `heartbeats` above).
 function Config.heartbeat(queue)
-  local seconds = Config.number(queue .. '-heartbeat', nil)
+  local seconds = heartbeats[queue]
   if seconds == nil then
-    seconds = Config.number('heartbeat', 60)
+    seconds = Config.number(queue .. '-heartbeat', nil)
+    if seconds == nil then
+      seconds = Config.number('heartbeat', 60)
+    end
+    heartbeats[queue] = seconds
   end
   return seconds
 end

@@ -18,9 +18,26 @@ function Events.log(fields)
   publish('log', Json.ordered(fields))
 end
 
+-- Whether ql:tracked has any member, read once per call: most deployments
+-- track nothing, and then no job needs its own ZSCORE. `track` resets it.
+local any_tracked = nil
+
+-- Whether the job is tracked.
+function Events.is_tracked(jid)
+  if any_tracked == nil then
+    any_tracked = redis.call('zcard', Keys.tracked) > 0
+  end
+  return any_tracked and redis.call('zscore', Keys.tracked, jid) ~= false
+end
+
+-- ql:tracked gained a member.
+function Events.tracking_changed()
+  any_tracked = nil
+end
+
 -- The jid alone on ql:<channel>, if the job is tracked.
 function Events.tracked(jid, channel)
-  if redis.call('zscore', Keys.tracked, jid) then
+  if Events.is_tracked(jid) then
     publish(channel, jid)
   end
 end
@@ -38,12 +55,16 @@ function Events.lock_lost(jid, worker)
   publish('log', message)
 end
 
+-- put and completed are sent once per job, so their payloads are spelt out
+-- rather than built by Json.ordered (the bytes are the same).
 function Events.put(jid, queue)
-  Events.log({ 'jid', jid, 'event', 'put', 'queue', queue })
+  publish('log', '{"jid":' .. cjson.encode(jid) .. ',"event":"put","queue":'
+    .. cjson.encode(queue) .. '}')
 end
 
 function Events.completed(jid, queue)
-  Events.log({ 'jid', jid, 'event', 'completed', 'queue', queue })
+  publish('log', '{"jid":' .. cjson.encode(jid) .. ',"event":"completed","queue":'
+    .. cjson.encode(queue) .. '}')
 end
 
 function Events.advanced(jid, queue, next_queue)

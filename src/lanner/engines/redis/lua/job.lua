@@ -16,17 +16,38 @@ local NUMERIC_FIELDS = {
   scheduled = true,
 }
 
--- The job's fields as a table (numbers converted), or nil if there is no job.
-function Job.load(jid)
-  local values = redis.call('hmget', Keys.job(jid), unpack(JOB_FIELDS))
-  if not values[3] then
+-- What this call knows of ql:completed, so that completing many jobs does
+-- not look at it in full each time: `swept` is a cutoff (text) at which no
+-- member was left expired, `size` its number of members. Every change to
+-- ql:completed goes through Job.complete, Job.unplace and prune_completed,
+-- which keep both right. A sweep only stays valid while the members added
+-- (at the call's `now`) are not expired themselves.
+local completed = { swept = nil, size = nil }
+
+local function completed_removed(count)
+  if completed.size ~= nil then
+    completed.size = completed.size - count
+  end
+end
+
+-- The job's fields as a table (numbers converted), or nil if there is no job;
+-- then the raw HMGET reply of JOB_FIELDS, which shows what fields the hash has.
+-- `fields` (a list starting with 'state') loads only those fields, for callers
+-- that need no more (each field asked for costs time).
+function Job.load(jid, fields)
+  fields = fields or JOB_FIELDS
+  local values = redis.call('hmget', Keys.job(jid), unpack(fields))
+  local state_at = fields == JOB_FIELDS and 3 or 1
+  if not values[state_at] then
     -- Every job has a state; without one there is no job.
-    return nil
+    return nil, values
   end
   local job = {}
-  for index, field in ipairs(JOB_FIELDS) do
-    local value = present(values[index])
-    if value ~= nil and NUMERIC_FIELDS[field] then
+  for index = 1, #fields do
+    local field, value = fields[index], values[index]
+    if value == false then
+      value = nil
+    elseif NUMERIC_FIELDS[field] then
       value = tonumber(value)
     end
     job[field] = value
@@ -35,7 +56,7 @@ function Job.load(jid)
   job.worker = job.worker or ''
   job.queue = job.queue or ''
   job.priority = job.priority or 0
-  return job
+  return job, values
 end
 
 function Job.require(jid)
@@ -105,12 +126,12 @@ function Job.object(job)
     retries = job.retries,
     remaining = job.remaining,
     data = job.data,
-    tags = Json.decode(job.tags, {}),
-    failure = Json.decode(job.failure, {}),
+    tags = Json.decode(job.tags),
+    failure = Json.decode(job.failure),
     history = Job.history(jid),
     dependencies = redis.call('smembers', Keys.dependencies(jid)),
     dependents = redis.call('smembers', Keys.dependents(jid)),
-    tracked = redis.call('zscore', Keys.tracked, jid) ~= false,
+    tracked = Events.is_tracked(jid),
     spawned_from_jid = job.spawned_from_jid or false,
   }
 end
@@ -175,6 +196,7 @@ end
 function Job.unplace(now, job)
   local jid = job.jid
   if job.queue ~= '' then
+    Queue.forget_tail(job.queue)
     for _, kind in ipairs({ 'work', 'scheduled', 'locks', 'depends' }) do
       redis.call('zrem', Keys.queue(job.queue, kind), jid)
     end
@@ -183,7 +205,7 @@ function Job.unplace(now, job)
   if job.state == 'failed' then
     Job.forget_failure(now, job)
   elseif job.state == 'complete' then
-    redis.call('zrem', Keys.completed, jid)
+    completed_removed(redis.call('zrem', Keys.completed, jid))
   end
 end
 
@@ -273,7 +295,10 @@ function Job.release_dependents(now, jid)
     redis.call('srem', Keys.dependencies(dependent), jid)
     Job.release_if_ready(now, dependent)
   end
-  redis.call('del', Keys.dependents(jid))
+  if #dependents > 0 then
+    -- (With no member the set does not exist: nothing to delete.)
+    redis.call('del', Keys.dependents(jid))
+  end
 end
 
 -------------------------------------------------------------------------------
@@ -284,21 +309,30 @@ end
 local PRUNE_BATCH = 1000
 
 local function prune_completed(now)
-  local cutoff = Num.str(now - Config.number('jobs-history', 604800))
-  local expired = redis.call('zrangebyscore', Keys.completed, '-inf', cutoff,
-    'LIMIT', 0, PRUNE_BATCH)
-  for _, jid in ipairs(expired) do
-    Job.delete(jid)
-    redis.call('zrem', Keys.completed, jid)
+  local history = Config.number('jobs-history', 604800)
+  local cutoff = Num.str(now - history)
+  if completed.swept ~= cutoff then
+    local expired = redis.call('zrangebyscore', Keys.completed, '-inf', cutoff,
+      'LIMIT', 0, PRUNE_BATCH)
+    for _, jid in ipairs(expired) do
+      Job.delete(jid)
+      completed_removed(redis.call('zrem', Keys.completed, jid))
+    end
+    if #expired < PRUNE_BATCH and now - history < now then
+      completed.swept = cutoff
+    end
   end
 
   local keep = Config.number('jobs-history-count', 50000)
-  local excess = redis.call('zcard', Keys.completed) - keep
+  if completed.size == nil then
+    completed.size = redis.call('zcard', Keys.completed)
+  end
+  local excess = completed.size - keep
   if excess > 0 then
     local oldest = redis.call('zrange', Keys.completed, 0, math.min(excess, PRUNE_BATCH) - 1)
     for _, jid in ipairs(oldest) do
       Job.delete(jid)
-      redis.call('zrem', Keys.completed, jid)
+      completed_removed(redis.call('zrem', Keys.completed, jid))
     end
   end
 end
@@ -324,38 +358,60 @@ function Job.heartbeat(now, jid, worker, data)
 end
 
 -- options: next (queue), delay, depends (list). Returns the new state.
-function Job.complete(now, jid, worker, queue, data, options)
-  local job = Job.require(jid)
+-- `loaded` is the job as just loaded, when the caller has it. `released`
+-- (lanner.complete_many) collects the jid instead of taking it out of the
+-- queue's -locks and the worker's jobs; the caller does that for all at once.
+function Job.complete(now, jid, worker, queue, data, options, loaded, released)
+  local job = loaded or Job.require(jid)
   Job.require_lock(job, worker, queue)
   local key = Keys.job(jid)
+  local next_queue = options.next
 
-  redis.call('zrem', Keys.queue(queue, 'locks'), jid)
-  Worker.release(worker, jid)
+  if released then
+    released[#released + 1] = jid
+  else
+    redis.call('zrem', Keys.queue(queue, 'locks'), jid)
+    Worker.release(worker, jid)
+  end
   Lanner.lock_released(queue)
   if job.time ~= nil then
     Stats.record('run', queue, now, now - job.time)
   end
-  if data ~= nil then
-    redis.call('hset', key, 'data', data)
-  end
   Job.record(now, jid, 'done')
-  redis.call('hdel', key, 'failure', 'grace')
-  redis.call('hmset', key, 'worker', '', 'expires', 0)
+  if job.failure ~= nil and job.grace ~= nil then
+    redis.call('hdel', key, 'failure', 'grace')
+  elseif job.failure ~= nil then
+    redis.call('hdel', key, 'failure')
+  elseif job.grace ~= nil then
+    redis.call('hdel', key, 'grace')
+  end
+  local fields = { 'worker', '', 'expires', 0 }
+  if data ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'data', data
+  end
+  if next_queue ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'queue', next_queue
+    fields[#fields + 1], fields[#fields + 2] = 'remaining', job.retries
+  else
+    fields[#fields + 1], fields[#fields + 2] = 'state', 'complete'
+    fields[#fields + 1], fields[#fields + 2] = 'queue', ''
+  end
+  redis.call('hmset', key, unpack(fields))
   Events.tracked(jid, 'completed')
 
-  local next_queue = options.next
   if next_queue ~= nil then
     -- Advance: the job starts over in the next queue with a fresh retry budget.
     Events.advanced(jid, queue, next_queue)
-    redis.call('hmset', key, 'queue', next_queue, 'remaining', job.retries)
     Job.add_dependencies(jid, options.depends or {})
     Job.record(now, jid, 'put', { q = next_queue })
     return Queue.enqueue(now, next_queue, jid, options.delay or 0)
   end
 
   Events.completed(jid, queue)
-  redis.call('hmset', key, 'state', 'complete', 'queue', '')
-  redis.call('zadd', Keys.completed, now, jid)
+  local added = redis.call('zadd', Keys.completed, now, jid)
+  if completed.size ~= nil then
+    completed.size = completed.size + added
+  end
   Job.release_dependents(now, jid)
   prune_completed(now)
   return 'complete'
@@ -574,6 +630,7 @@ end
 function Job.track(now, jid)
   Job.require(jid)
   redis.call('zadd', Keys.tracked, now, jid)
+  Events.tracking_changed()
   Events.bare('track', jid)
   return true
 end

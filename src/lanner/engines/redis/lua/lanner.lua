@@ -22,24 +22,48 @@
 -- any sane deployment, and bounded when nobody listens.
 local NOTIFY_CAP = 256
 
+-- Tokens are counted during the call and pushed by Lanner.flush when the
+-- command ends (api.lua), one RPUSH per queue: nobody can BLPOP the list
+-- while the script runs, and the list ends up the same (at most NOTIFY_CAP
+-- tokens) as pushing them one by one.
+local pending_tokens, pending_queues = {}, {}
+
 function Lanner.notify(queue, count)
   if count <= 0 then
     return
   end
-  local key = Keys.notify(queue)
-  local tokens = {}
-  for index = 1, math.min(count, NOTIFY_CAP) do
-    tokens[index] = '1'
+  if pending_tokens[queue] == nil then
+    pending_queues[#pending_queues + 1] = queue
+    pending_tokens[queue] = 0
   end
-  local length = redis.call('rpush', key, unpack(tokens))
-  if length > NOTIFY_CAP then
-    redis.call('ltrim', key, -NOTIFY_CAP, -1)
-  end
+  pending_tokens[queue] = pending_tokens[queue] + count
 end
 
 -- Drop the queue's tokens: there is nothing a woken worker could get now.
 function Lanner.quiet(queue)
+  if pending_tokens[queue] ~= nil then
+    pending_tokens[queue] = 0
+  end
   redis.call('del', Keys.notify(queue))
+end
+
+-- Push the tokens counted in this call.
+function Lanner.flush()
+  for _, queue in ipairs(pending_queues) do
+    local count = pending_tokens[queue]
+    if count > 0 then
+      local key = Keys.notify(queue)
+      local tokens = {}
+      for index = 1, math.min(count, NOTIFY_CAP) do
+        tokens[index] = '1'
+      end
+      local length = redis.call('rpush', key, unpack(tokens))
+      if length > NOTIFY_CAP then
+        redis.call('ltrim', key, -NOTIFY_CAP, -1)
+      end
+    end
+  end
+  pending_tokens, pending_queues = {}, {}
 end
 
 -- A lock was given up (complete, fail, retry, cancel). In a queue with a
@@ -81,14 +105,21 @@ end
 -- lanner.complete_many: complete every listed job `worker` still holds in
 -- `queue` (data unchanged, no next queue). Returns the jids completed; the
 -- others (lock lost, already finished, unknown) are skipped, not errors.
+-- What holds and Job.complete look at (state first, as Job.load wants).
+local COMPLETE_FIELDS = { 'state', 'queue', 'worker', 'retries', 'failure', 'time', 'grace' }
+
 function Lanner.complete_many(now, worker, queue, jids)
-  local done = {}
+  local done, released = {}, {}
   for _, jid in ipairs(jids) do
-    if holds(Job.load(jid), worker, queue) then
-      Job.complete(now, jid, worker, queue, nil, {})
+    local job = Job.load(jid, COMPLETE_FIELDS)
+    if holds(job, worker, queue) then
+      Job.complete(now, jid, worker, queue, nil, {}, job, released)
       done[#done + 1] = jid
     end
   end
+  -- The locks given up, in one command per key rather than two per job.
+  call_spread('zrem', Keys.queue(queue, 'locks'), released, 1000)
+  call_spread('zrem', Keys.worker_jobs(worker), released, 1000)
   return done
 end
 

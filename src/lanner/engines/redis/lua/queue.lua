@@ -13,10 +13,18 @@ function Queue.score(priority, ready_at)
 end
 
 -- ql:queues lists every queue ever used, scored by when it was first seen.
+-- Queues already known in this call are not looked up again (queue.forget
+-- drops them from this memo).
+local remembered = {}
+
 function Queue.remember(now, queue)
+  if remembered[queue] then
+    return
+  end
   if not redis.call('zscore', Keys.queues, queue) then
     redis.call('zadd', Keys.queues, now, queue)
   end
+  remembered[queue] = true
 end
 
 -------------------------------------------------------------------------------
@@ -60,9 +68,56 @@ function Queue.ahead(a, b)
   return a[3] < b[3]
 end
 
--- The job goes to the back of the line of jobs ready at the same time.
+-- Orders known without reading the job hash, or nil. Only lanner.put_many
+-- sets it (see Queue.put_many): there each job placed in -work is remembered
+-- here, so the next job, which mostly goes right behind it, does not read it
+-- back. Within put_many nothing else changes a job's priority, ready time or
+-- sequence number, and Queue.put forgets the job it moves.
+local known_orders = nil
+
+-- Also within put_many: queue -> { jid, score } of the last job in -work, when
+-- put_many placed it there (nothing else in put_many adds to -work, and
+-- Job.unplace forgets the queue's entry when it takes a job out).
+local known_tails = nil
+
+function Queue.forget_tail(queue)
+  if known_tails then
+    known_tails[queue] = nil
+  end
+end
+
+local function order_of(jid)
+  local order = known_orders and known_orders[jid]
+  if order ~= nil then
+    return order
+  end
+  return Queue.order(jid)
+end
+
+-- Sequence numbers reserved in one INCRBY (by put_many, which knows how many
+-- its puts take), handed out before falling back to INCR.
+local seq_pool = { next = 0, last = -1 }
+
+function Queue.reserve_seqs(count)
+  if count > 0 then
+    local last = redis.call('incrby', Keys.seq, count)
+    seq_pool.next, seq_pool.last = last - count + 1, last
+  end
+end
+
+-- A new sequence number: the job goes to the back of the line of jobs ready
+-- at the same time.
+function Queue.next_seq()
+  if seq_pool.next <= seq_pool.last then
+    local seq = seq_pool.next
+    seq_pool.next = seq + 1
+    return seq
+  end
+  return redis.call('incr', Keys.seq)
+end
+
 function Queue.take_seq(jid)
-  redis.call('hset', Keys.job(jid), 'lanner_seq', redis.call('incr', Keys.seq))
+  redis.call('hset', Keys.job(jid), 'lanner_seq', Queue.next_seq())
 end
 
 local TINY = 2 ^ -1074
@@ -107,23 +162,53 @@ end
 
 -- Put a waiting job (hash up to date, not in -work) into the queue's -work at
 -- its place in the order. Jobs stalled by `timeout` (score +inf) stay ahead.
-function Queue.place(queue, jid)
+-- `mine` is the job's order when the caller knows it (else it is read).
+function Queue.place(queue, jid, mine)
   local work = Keys.queue(queue, 'work')
-  local mine = Queue.order(jid)
+  mine = mine or Queue.order(jid)
+  local members = {}
   local function member(rank)
-    local found = redis.call('zrevrange', work, rank, rank, 'WITHSCORES')
-    return found[1], tonumber(found[2])
+    local known = members[rank]
+    if known == nil then
+      local found = redis.call('zrevrange', work, rank, rank, 'WITHSCORES')
+      known = { found[1], tonumber(found[2]) }
+      members[rank] = known
+    end
+    return known[1], known[2]
   end
   local function goes_ahead(rank)
     local other, score = member(rank)
-    return score == math.huge or Queue.ahead(Queue.order(other), mine)
+    return score == math.huge or Queue.ahead(order_of(other), mine)
   end
-  -- The first rank whose job does not go ahead of this one; the last rank
-  -- first, as a new job mostly goes behind all others.
-  local low, high = 0, redis.call('zcard', work)
-  if high > 0 and goes_ahead(high - 1) then
-    low = high
+  local function put_at(score, at_back)
+    redis.call('zadd', work, score, jid)
+    if known_orders then
+      known_orders[jid] = mine
+      -- A job placed behind all others is the new last job.
+      known_tails[queue] = at_back and { jid, score } or nil
+    end
   end
+  local score = Queue.score(mine[1], mine[2])
+  -- The last job first, as a new job mostly goes behind all others. (The last
+  -- rank holds the lowest score, lowest jid among ties: what ZRANGE 0 0 gives.)
+  local last = known_tails and known_tails[queue]
+  if last == nil then
+    last = redis.call('zrange', work, 0, 0, 'WITHSCORES')
+  end
+  if #last == 0 then
+    return put_at(score, true)
+  end
+  local last_job, last_score = last[1], tonumber(last[2])
+  if last_score == math.huge or Queue.ahead(order_of(last_job), mine) then
+    if last_score <= score then
+      score = below(last_score)
+    end
+    return put_at(score, true)
+  end
+  -- The first rank whose job does not go ahead of this one.
+  local size = redis.call('zcard', work)
+  members[size - 1] = { last_job, last_score }
+  local low, high = 0, size
   while low < high do
     local middle = math.floor((low + high) / 2)
     if goes_ahead(middle) then
@@ -132,7 +217,6 @@ function Queue.place(queue, jid)
       high = middle
     end
   end
-  local score = Queue.score(mine[1], mine[2])
   if low > 0 then
     local _, ahead = member(low - 1)
     if ahead <= score then
@@ -140,7 +224,7 @@ function Queue.place(queue, jid)
     end
   end
   make_room(work, low, score)
-  redis.call('zadd', work, score, jid)
+  put_at(score, false)
 end
 
 -------------------------------------------------------------------------------
@@ -150,32 +234,48 @@ end
 -- still waits on another job, else scheduled if delayed, else waiting.
 -- Writes state and time (when it became ready) and returns the state. The job
 -- takes a new sequence number unless `keep_seq` (a dependency release).
-function Queue.enqueue(now, queue, jid, delay, keep_seq)
+-- `put` (from Queue.put) carries the hash fields the put writes, stored in the
+-- same HMSET, and the job's priority; the put has already cleared `scheduled`.
+function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   local key = Keys.job(jid)
+  local fields = put and put.fields or {}
+  local seq
   if not keep_seq then
-    Queue.take_seq(jid)
+    seq = Queue.next_seq()
   end
-  local state
+  local state, scheduled
   if redis.call('scard', Keys.dependencies(jid)) > 0 then
     state = 'depends'
     redis.call('zadd', Keys.queue(queue, 'depends'), now, jid)
     if delay > 0 then
       -- Remembered so the delay still applies once the dependencies are met.
-      redis.call('hset', key, 'scheduled', now + delay)
-    else
-      redis.call('hdel', key, 'scheduled')
+      scheduled = now + delay
     end
   elseif delay > 0 then
     state = 'scheduled'
     redis.call('zadd', Keys.queue(queue, 'scheduled'), now + delay, jid)
-    redis.call('hdel', key, 'scheduled')
   else
     state = 'waiting'
+  end
+  if scheduled == nil and put == nil then
     redis.call('hdel', key, 'scheduled')
   end
-  redis.call('hmset', key, 'state', state, 'time', now)
+  local size = #fields
+  fields[size + 1], fields[size + 2] = 'state', state
+  fields[size + 3], fields[size + 4] = 'time', now
+  if seq ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_seq', seq
+  end
+  if scheduled ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'scheduled', scheduled
+  end
+  redis.call('hmset', key, unpack(fields))
   if state == 'waiting' then
-    Queue.place(queue, jid)
+    local mine
+    if put ~= nil and seq ~= nil then
+      mine = { put.priority, now, seq }
+    end
+    Queue.place(queue, jid, mine)
     Lanner.notify(queue, 1)
   end
   Queue.remember(now, queue)
@@ -188,9 +288,23 @@ end
 -- dependencies only when given. `worker` is who asks: if the job was running
 -- for somebody else, that worker is told it lost the lock. `spawned_from` is
 -- the recurring template of a spawned job. Returns the jid.
+local PUT_PROBE = { 'state', 'grace', 'scheduled' }
+
 function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned_from)
-  local old = Job.load(jid)
+  -- Mostly the job is new: a look at three fields tells, before loading all.
+  -- Only fields the hash has need deleting (grace and scheduled).
+  local old, grace, scheduled
+  local probe, raw = Job.load(jid, PUT_PROBE)
+  if probe == nil then
+    grace, scheduled = present(raw[2]), present(raw[3])
+  else
+    old, raw = Job.load(jid)
+    grace, scheduled = present(raw[15]), present(raw[16])
+  end
   local priority, retries, tags = options.priority, options.retries, options.tags
+  if known_orders then
+    known_orders[jid] = nil
+  end
 
   if old ~= nil then
     Job.unplace(now, old)
@@ -217,16 +331,23 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   Job.add_dependencies(jid, options.depends or {})
 
   local key = Keys.job(jid)
-  redis.call('hmset', key,
+  local fields = {
     'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
     'tags', Json.array(tags), 'queue', queue, 'worker', '', 'expires', 0,
-    'retries', retries, 'remaining', retries)
-  redis.call('hdel', key, 'grace')
+    'retries', retries, 'remaining', retries,
+  }
   if spawned_from ~= nil then
-    redis.call('hset', key, 'spawned_from_jid', spawned_from)
+    fields[#fields + 1], fields[#fields + 2] = 'spawned_from_jid', spawned_from
+  end
+  if grace ~= nil and scheduled ~= nil then
+    redis.call('hdel', key, 'grace', 'scheduled')
+  elseif grace ~= nil then
+    redis.call('hdel', key, 'grace')
+  elseif scheduled ~= nil then
+    redis.call('hdel', key, 'scheduled')
   end
   Job.record(now, jid, 'put', { q = queue })
-  Queue.enqueue(now, queue, jid, delay)
+  Queue.enqueue(now, queue, jid, delay, false, { fields = fields, priority = priority })
 
   Events.put(jid, queue)
   Events.tracked(jid, 'put')
@@ -234,6 +355,20 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
     Events.lock_lost(jid, old.worker)
   end
   return jid
+end
+
+-- Many puts in one call (lanner.put_many): each takes one sequence number, so
+-- they are reserved at once, and each job's order is remembered for placing
+-- the next. `puts` is a list of functions, each doing one put.
+function Queue.put_many(puts)
+  local results = {}
+  Queue.reserve_seqs(#puts)
+  known_orders, known_tails = {}, {}
+  for index, put in ipairs(puts) do
+    results[index] = put()
+  end
+  known_orders, known_tails = nil, nil
+  return results
 end
 
 -------------------------------------------------------------------------------
@@ -275,26 +410,51 @@ end
 -- Give one job to `worker`. `from_work` is true for a job taken from the
 -- waiting jobs (its wait time is recorded), false for one taken over from an
 -- expired lock.
-local function lock(now, queue, worker, job, from_work)
+-- `batch` (pop's jobs from -work): the -work, -locks and worker zset updates
+-- are collected there and made by flush_locks, one command per key.
+local function lock(now, queue, worker, job, from_work, batch)
   local jid = job.jid
   local expires = now + Config.heartbeat(queue)
+  local fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
+    'remaining', job.remaining }
   if from_work then
-    redis.call('zrem', Keys.queue(queue, 'work'), jid)
+    if batch then
+      batch.work[#batch.work + 1] = jid
+    else
+      redis.call('zrem', Keys.queue(queue, 'work'), jid)
+    end
     if job.time ~= nil then
       Stats.record('wait', queue, now, now - job.time)
       -- Kept so lanner.release can put the job back in its old place.
-      redis.call('hset', Keys.job(jid), 'ready', job.time)
+      fields[#fields + 1], fields[#fields + 2] = 'ready', job.time
     end
   else
     Worker.release(job.worker, jid)
   end
-  redis.call('zadd', Keys.queue(queue, 'locks'), expires, jid)
-  Worker.hold(worker, jid, expires)
-  redis.call('hmset', Keys.job(jid), 'state', 'running', 'worker', worker,
-    'expires', expires, 'time', now, 'remaining', job.remaining)
-  redis.call('hdel', Keys.job(jid), 'grace')
+  if batch then
+    local locks = batch.locks
+    locks[#locks + 1], locks[#locks + 2] = expires, jid
+  else
+    redis.call('zadd', Keys.queue(queue, 'locks'), expires, jid)
+    Worker.hold(worker, jid, expires)
+  end
+  redis.call('hmset', Keys.job(jid), unpack(fields))
+  if job.grace ~= nil then
+    redis.call('hdel', Keys.job(jid), 'grace')
+  end
   Job.record(now, jid, 'popped', { worker = worker })
   Events.tracked(jid, 'popped')
+  -- The job as it now stands, for the reply (see objects).
+  job.state, job.worker, job.expires, job.time, job.grace = 'running', worker, expires, now, nil
+end
+
+-- Make the updates lock collected in `batch`: the same members and scores
+-- as one ZREM / ZADD per job (ZADD takes pairs in order, so a jid given twice
+-- ends with its last score, as with separate calls).
+local function flush_locks(queue, worker, batch)
+  call_spread('zrem', Keys.queue(queue, 'work'), batch.work, 1000)
+  call_spread('zadd', Keys.queue(queue, 'locks'), batch.locks, 1000)
+  call_spread('zadd', Keys.worker_jobs(worker), batch.locks, 1000)
 end
 
 -- The lock has run out: tell its worker, note it in the history, count a
@@ -371,10 +531,17 @@ local function room(now, queue)
   return math.max(0, limit - running)
 end
 
-local function objects(jids)
+-- `locked` maps a jid to its job table as lock left it, when the caller has
+-- it: the hash need not be read back.
+local function objects(jids, locked)
   local result = {}
   for _, jid in ipairs(jids) do
-    result[#result + 1] = Job.get(jid)
+    local job = locked and locked[jid]
+    if job ~= nil then
+      result[#result + 1] = Job.object(job)
+    else
+      result[#result + 1] = Job.get(jid)
+    end
   end
   return result
 end
@@ -393,6 +560,10 @@ function Queue.pop(now, queue, worker, count)
   local left_over = reclaim_expired(now, queue, worker, limit, taken)
   Queue.catch_up(now, queue)
 
+  -- Jobs taken from -work, as lock left them: nothing changes them afterwards
+  -- in this call, so the reply is built without reading them back.
+  local locked = {}
+  local batch = { work = {}, locks = {} }
   if #taken < limit then
     local jids = redis.call('zrevrange', Keys.queue(queue, 'work'), 0, limit - #taken - 1)
     for _, jid in ipairs(jids) do
@@ -400,13 +571,15 @@ function Queue.pop(now, queue, worker, count)
       if job == nil then
         redis.call('zrem', Keys.queue(queue, 'work'), jid)
       else
-        lock(now, queue, worker, job, true)
+        lock(now, queue, worker, job, true, batch)
         taken[#taken + 1] = jid
+        locked[jid] = job
       end
     end
+    flush_locks(queue, worker, batch)
   end
   Lanner.after_pop(queue, free ~= nil and #taken >= free, left_over)
-  return objects(taken)
+  return objects(taken, locked)
 end
 
 -- The jobs pop would hand out next, without locking them. Like pop it spawns
@@ -532,6 +705,7 @@ end
 function Queue.forget(queues)
   for _, queue in ipairs(queues) do
     redis.call('zrem', Keys.queues, queue)
+    remembered[queue] = nil
   end
 end
 

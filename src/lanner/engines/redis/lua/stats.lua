@@ -33,6 +33,28 @@ local function bucket(seconds)
   return 'd' .. math.floor(seconds / DAY)
 end
 
+-- Timings recorded in this call, written by Stats.flush when the command
+-- ends (api.lua): a pop or complete_many of many jobs updates each hash once
+-- instead of once per job. The Welford updates are the same, in the same
+-- order, and a number stored in Redis reads back exactly, so the stored
+-- result is what updating the hash per job would leave. Nothing reads these
+-- hashes inside the commands that record timings.
+local pending_timings, pending_order = {}, {}
+
+-- Keys.stats(kind, day, queue), remembered for the call (it is asked for once
+-- per job popped or completed).
+local timing_keys = {}
+
+local function timing_key(kind, day, queue)
+  local memo = kind .. ':' .. queue
+  local known = timing_keys[memo]
+  if known == nil or known[1] ~= day then
+    known = { day, Keys.stats(kind, day, queue) }
+    timing_keys[memo] = known
+  end
+  return known[2]
+end
+
 -- Add one duration to the wait or run timings of `queue` for the day of `now`.
 function Stats.record(kind, queue, now, seconds)
   if seconds < 0 then
@@ -44,17 +66,45 @@ function Stats.record(kind, queue, now, seconds)
   if ttl <= 0 then
     return
   end
-  local key = Keys.stats(kind, day, queue)
-  local current = redis.call('hmget', key, 'total', 'mean', 'vk')
-  local total = (tonumber(current[1]) or 0) + 1
-  local mean = tonumber(current[2]) or 0
-  local vk = tonumber(current[3]) or 0
+  local key = timing_key(kind, day, queue)
+  local timing = pending_timings[key]
+  if timing == nil then
+    local current = redis.call('hmget', key, 'total', 'mean', 'vk')
+    timing = {
+      total = tonumber(current[1]) or 0,
+      mean = tonumber(current[2]) or 0,
+      vk = tonumber(current[3]) or 0,
+      buckets = {},
+      bucket_order = {},
+    }
+    pending_timings[key] = timing
+    pending_order[#pending_order + 1] = key
+  end
+  local total = timing.total + 1
+  local mean = timing.mean
   local delta = seconds - mean
   mean = mean + delta / total
-  vk = vk + delta * (seconds - mean)
-  redis.call('hmset', key, 'total', total, 'mean', mean, 'vk', vk)
-  redis.call('hincrby', key, bucket(seconds), 1)
-  redis.call('expire', key, ttl)
+  timing.vk = timing.vk + delta * (seconds - mean)
+  timing.total, timing.mean, timing.ttl = total, mean, ttl
+  local field = bucket(seconds)
+  if timing.buckets[field] == nil then
+    timing.buckets[field] = 0
+    timing.bucket_order[#timing.bucket_order + 1] = field
+  end
+  timing.buckets[field] = timing.buckets[field] + 1
+end
+
+-- Write the timings recorded in this call.
+function Stats.flush()
+  for _, key in ipairs(pending_order) do
+    local timing = pending_timings[key]
+    redis.call('hmset', key, 'total', timing.total, 'mean', timing.mean, 'vk', timing.vk)
+    for _, field in ipairs(timing.bucket_order) do
+      redis.call('hincrby', key, field, timing.buckets[field])
+    end
+    redis.call('expire', key, timing.ttl)
+  end
+  pending_timings, pending_order = {}, {}
 end
 
 -- Add `by` to a daily counter (failures, failed, retries) of the day of `when`.
