@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from lanner.errors import InvalidName, MalformedArgument, PayloadTooLarge
+from lanner.records import NewJob
 
 QUEUE_NAME_RULE: Final = "a letter, then up to 63 letters, digits, '_' or '-'"
 _QUEUE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
@@ -152,3 +153,29 @@ def recur_changes(changes: object, max_data_bytes: int) -> dict[str, str | int |
         else:
             checked[key] = queue_name(value)
     return checked
+
+
+def put_arguments(
+    queue: object,
+    jid: object,
+    klass: object,
+    data: object,
+    delay: object,
+    priority: object,
+    tags: object,
+    retries: object,
+    depends: object,
+    max_data_bytes: int,
+) -> NewJob:
+    """One put's arguments, checked (None: keep the job's value on a move)."""
+    return NewJob(
+        queue=queue_name(queue),
+        jid=label(jid, "jid"),
+        klass=label(klass, "klass"),
+        data=json_text(data, "data", max_data_bytes),
+        delay=seconds(delay, "delay"),
+        priority=None if priority is None else integer(priority, "priority"),
+        tags=None if tags is None else unique_labels(tags, "tags"),  # type: ignore[arg-type]
+        retries=None if retries is None else integer(retries, "retries", 0),
+        depends=None if depends is None else unique_labels(depends, "depends"),  # type: ignore[arg-type]
+    )

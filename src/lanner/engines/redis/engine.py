@@ -544,21 +544,21 @@ class RedisEngine:
         depends: object,
     ) -> dict[str, Any]:
         """Check one put's arguments; the result is a `lanner.put_many` job object."""
+        checked = names.put_arguments(
+            queue, jid, klass, data, delay, priority, tags, retries, depends,
+            self.options.max_data_bytes,
+        )  # fmt: skip
         job: dict[str, Any] = {
-            "queue": names.queue_name(queue),
-            "jid": names.label(jid, "jid"),
-            "klass": names.label(klass, "klass"),
-            "data": names.json_text(data, "data", self.options.max_data_bytes),
-            "delay": names.seconds(delay, "delay"),
+            "queue": checked.queue,
+            "jid": checked.jid,
+            "klass": checked.klass,
+            "data": checked.data,
+            "delay": checked.delay,
         }
-        if priority is not None:
-            job["priority"] = names.integer(priority, "priority")
-        if tags is not None:
-            job["tags"] = names.unique_labels(tags, "tags")  # type: ignore[arg-type]
-        if retries is not None:
-            job["retries"] = names.integer(retries, "retries", 0)
-        if depends is not None:
-            job["depends"] = names.unique_labels(depends, "depends")  # type: ignore[arg-type]
+        for option in ("priority", "tags", "retries", "depends"):
+            value = getattr(checked, option)
+            if value is not None:
+                job[option] = value
         return job
 
     def _put(self, command: str, job: Mapping[str, Any], worker: object, now: float) -> str:

@@ -284,17 +284,15 @@ class SQLiteEngine:
         retries: object,
         depends: object,
     ) -> _Put:
+        job = names.put_arguments(
+            queue, jid, klass, data, delay, priority, tags, retries, depends,
+            self.options.max_data_bytes,
+        )  # fmt: skip
         return _Put(
-            queue=names.queue_name(queue),
-            jid=names.label(jid, "jid"),
-            klass=names.label(klass, "klass"),
-            data=names.json_text(data, "data", self.options.max_data_bytes),
-            delay=names.seconds(delay, "delay"),
-            priority=None if priority is None else names.integer(priority, "priority"),
-            tags=None if tags is None else names.unique_labels(tags, "tags"),  # type: ignore[arg-type]
-            retries=None if retries is None else names.integer(retries, "retries", 0),
-            depends=None if depends is None else names.unique_labels(depends, "depends"),  # type: ignore[arg-type]
-        )
+            job.queue, job.jid, job.klass, job.data, job.delay, job.priority,
+            None if job.tags is None else list(job.tags), job.retries,
+            None if job.depends is None else list(job.depends),
+        )  # fmt: skip
 
     def put(
         self,
