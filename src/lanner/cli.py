@@ -14,11 +14,19 @@ def main() -> None:
 
 
 @click.command("redis-script")
-def redis_script() -> None:
-    """Print the Redis engine's whole Lua script (qless-compatible), for other clients."""
-    from lanner.engines.redis.script import build_script
+@click.option(
+    "--library",
+    is_flag=True,
+    help="Print it as a Redis 7 function library (FUNCTION LOAD, then FCALL) instead.",
+)
+def redis_script(library: bool) -> None:
+    """Print the Redis engine's whole Lua script (qless-compatible), for other clients.
 
-    click.echo(build_script(), nl=False)
+    Run it with EVALSHA <sha> 0 <command> <now> <args...>, as qless-core's clients do.
+    """
+    from lanner.engines.redis.script import build_library, build_script
+
+    click.echo(build_library() if library else build_script(), nl=False)
 
 
 def _register_subcommands() -> None:

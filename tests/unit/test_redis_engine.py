@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +38,7 @@ from lanner.engines.redis.engine import (
     _translate,
     parse_url,
 )
+from lanner.engines.redis.script import build_script
 
 T0 = 1000.0
 
@@ -163,24 +165,77 @@ def test_max_data_bytes_option(redis_url: str) -> None:
 # -- the script ---------------------------------------------------------------------------
 
 
-def test_script_is_reloaded_after_script_flush(engine: RedisEngine, redis_url: str) -> None:
-    engine.put("q", "j1", "Task", now=T0)
-    with raw(redis_url) as client:
-        client.script_flush()
-        assert client.script_exists(engine._sha) == [False]
-    engine.put("q", "j2", "Task", now=T0)
-    with raw(redis_url) as client:
-        assert client.script_exists(engine._sha) == [True]
-    assert [job.jid for job in engine.pop("q", "w", 5, now=T0)] == ["j1", "j2"]
+def test_redis_7_runs_the_core_as_a_function_library(engine: RedisEngine) -> None:
+    assert engine._lua.mode == "function"
+
+
+@pytest.mark.parametrize("lua", ["function", "script"])
+def test_the_core_is_reloaded_after_a_flush(redis_url: str, lua: str) -> None:
+    with RedisEngine(f"{redis_url}?lua={lua}") as engine:
+        assert engine._lua.mode == lua
+        engine.put("q", "j1", "Task", now=T0)
+        with raw(redis_url) as client:
+            client.function_flush() if lua == "function" else client.script_flush()
+        engine.put("q", "j2", "Task", now=T0)  # a lone call
+        with raw(redis_url) as client:
+            client.function_flush() if lua == "function" else client.script_flush()
+        popped = engine.pop("q", "w", 5, wait=0.1, now=T0)  # a pipelined call
+        assert [job.jid for job in popped] == ["j1", "j2"]
+
+
+def test_where_functions_are_refused_the_core_runs_as_a_script(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    # As on Redis 6.2 (no FUNCTION command), or for an ACL user allowed scripts only.
+    server = redis_server_factory(
+        "--user", "default", "off", "--user", "app", "on", ">pw", "~*", "&*", "+@all", "-function"
+    )
+    url = f"redis://app:pw@127.0.0.1:{server.port}/0"
+    with RedisEngine(url) as engine:
+        assert engine._lua.mode == "script"
+        engine.put("q", "j1", "Task", now=T0)
+        assert [job.jid for job in engine.pop("q", "w", now=T0)] == ["j1"]
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        RedisEngine(url + "?lua=function")
+
+
+def test_a_bad_lua_option_is_refused() -> None:
+    with pytest.raises(MalformedArgument, match="lua must be one of auto, function, script"):
+        parse_url("redis://localhost/0?lua=eval")
+
+
+def test_every_piece_of_per_call_state_is_started_afresh_on_each_call() -> None:
+    # As a function library the script's top level runs once, so a module-level `local`
+    # that changes during a call would leak into the next one unless `per_call` restarts
+    # it. Every top-level local must be a constant, a module table, or restarted.
+    constant = re.compile(r"^[A-Z][A-Z0-9_]*$")
+    module_tables = {"Api", "Args", "Json", "Keys", "Num", "Raised", "call_starts"}
+    source = build_script()
+    restarted = set()
+    for block in re.findall(r"^per_call\(function\(\)\n(.*?)^end\)", source, re.M | re.S):
+        restarted.update(re.findall(r"\b([A-Za-z_]\w*)(?:\.\w+)?\s*(?:,|=)", block))
+    unchecked = []
+    for line in source.splitlines():
+        declared = re.match(r"^local ([\w, ]+?)(?: =|$)", line)
+        if declared is None or line.startswith("local function"):
+            continue
+        for name in (part.strip() for part in declared.group(1).split(",")):
+            modules = {"Config", "Events", "Stats", "Worker", "Job", "Queue", "Recurring"}
+            if constant.match(name) or name in module_tables | modules | {"Lanner"}:
+                continue
+            if name not in restarted:
+                unchecked.append(name)
+    assert unchecked == []
 
 
 def test_qless_clients_get_put_order_among_ties_too(engine: RedisEngine, redis_url: str) -> None:
     # Jobs are placed in -work by (priority, ready time, put sequence), so a qless client
     # calling put and pop directly also gets equal jobs in the order they were put.
     with raw(redis_url) as client:
+        sha = client.script_load(build_script())
         for jid in ["c", "a", "b"]:
-            client.evalsha(engine._sha, 0, "put", "1000", "", "q", jid, "Task", "{}", "0")
-        popped = client.evalsha(engine._sha, 0, "pop", "1000", "q", "w", "3")
+            client.evalsha(sha, 0, "put", "1000", "", "q", jid, "Task", "{}", "0")
+        popped = client.evalsha(sha, 0, "pop", "1000", "q", "w", "3")
     assert [job["jid"] for job in json.loads(popped)] == ["c", "a", "b"]
 
 
@@ -443,3 +498,25 @@ def test_pop_order_matches_the_sqlite_engine(
             assert [job.jid for job in engine.peek("q", 1000, now=now)] == waiting[1]
     finally:
         sqlite.close()
+
+
+# -- lanner redis-script ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("library", [False, True])
+def test_redis_script_prints_a_core_other_clients_can_load(redis_url: str, library: bool) -> None:
+    from click.testing import CliRunner
+
+    from lanner.cli import main
+
+    printed = CliRunner().invoke(main, ["redis-script", *(["--library"] if library else [])])
+    assert printed.exit_code == 0, printed.output
+    with raw(redis_url) as client:
+        client.flushdb()
+        args = ("put", "1000", "", "q", "j1", "Task", "{}", "0")
+        if library:
+            name = client.function_load(printed.output, replace=True)
+            assert client.fcall(name, 0, *args) == "j1"
+        else:
+            assert client.eval(printed.output, 0, *args) == "j1"
+        assert client.hget("ql:j:j1", "state") == "waiting"

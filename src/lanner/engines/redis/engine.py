@@ -7,12 +7,13 @@ tags, workers, statistics, `ql:config`, and lanner's wake-up lists
 `ql:lanner:notify:<queue>`. The header of the script (`lua/layout.lua`, printed by
 `lanner redis-script`) documents every key, command, reply and error.
 
-How Python talks to it. The script is loaded once (`SCRIPT LOAD`) and every command is
-`EVALSHA <sha> 0 <command> <now> <args...>`: one atomic round trip. The script keeps
+How Python talks to it. The core is loaded once, as a function library on Redis 7+
+(`FCALL`) or else as a script (`EVALSHA`), see `caller.py`; every command is then
+`<command> <now> <args...>`: one atomic round trip. The script keeps
 lanner's order of waiting jobs itself, for every caller (`Queue.place` in `lua/queue.lua`:
 jobs of equal priority that became ready at the same time pop in put order, where qless's
-score alone would tie them). After a Redis restart or `SCRIPT FLUSH`, the `NOSCRIPT` error
-makes the engine load the script again and repeat the call. `now` is this process's clock
+score alone would tie them). After a Redis restart or a flush, Redis's reply that it lacks
+the core makes the engine load it again and repeat the call. `now` is this process's clock
 (or the caller's `now`), sent as `repr(float)`. Arguments are checked here with
 `lanner.names`, as the SQLite engine checks them, before anything is sent (the script is
 permissive, as qless's is). Error replies are mapped to lanner's errors by their stable
@@ -35,8 +36,6 @@ with certificate and host name verification. Options are `RedisOptions`' fields.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import math
 import re
@@ -50,7 +49,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 try:
     import redis
     from redis.backoff import ExponentialBackoff
-    from redis.exceptions import AuthenticationError, NoScriptError, ResponseError
+    from redis.exceptions import AuthenticationError, ResponseError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeoutError
     from redis.retry import Retry
@@ -61,7 +60,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - depends on the inst
 
 from lanner import names
 from lanner.engine import CONFIG_DEFAULTS, Capability
-from lanner.engines.redis.script import build_script
+from lanner.engines.redis.caller import LUA_MODES, LuaCaller, LuaMode
 from lanner.engines.urloptions import options_from_query
 from lanner.errors import (
     InvalidState,
@@ -168,6 +167,9 @@ class RedisOptions:
     backoff_cap             ... up to this many seconds.
     ssl_ca_certs            for rediss://: a CA bundle file to verify the server with
                             (default: the system's).
+    lua                     how the Lua core is called: "function" (FCALL of a function
+                            library, Redis 7+), "script" (EVALSHA, as qless does) or
+                            "auto": a function where Redis allows it, else a script.
     """
 
     max_data_bytes: int = 10 * 1024 * 1024
@@ -178,8 +180,11 @@ class RedisOptions:
     backoff_base: float = 0.05
     backoff_cap: float = 2.0
     ssl_ca_certs: str = ""
+    lua: LuaMode = "auto"
 
     def __post_init__(self) -> None:
+        if self.lua not in LUA_MODES:
+            raise MalformedArgument(f"lua must be one of {', '.join(LUA_MODES)}, not {self.lua!r}")
         for name in ("socket_timeout", "socket_connect_timeout", "backoff_base", "backoff_cap"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -375,12 +380,6 @@ def _blpop_timeout(seconds: float) -> float:
     return max(0.001, math.ceil(min(seconds, _BLOCK_CHUNK) * 1000) / 1000)
 
 
-@functools.cache
-def _script() -> str:
-    """The script's text, built once per process."""
-    return build_script()
-
-
 def _decoded(value: bytes | str) -> str:
     """A reply string (the clients decode replies; redis-py's types allow bytes)."""
     return value.decode("utf-8") if isinstance(value, bytes) else value
@@ -394,14 +393,12 @@ class RedisEngine:
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0") -> None:
         self.address, self.options = parse_url(url)
-        self._script_text = _script()
-        self._sha = hashlib.sha1(self._script_text.encode("utf-8")).hexdigest()  # noqa: S324
         self._client = self._connect(self.options.socket_timeout)
         # BLPOP blocks its connection: blocked pops get their own pool, whose reads may
         # take a whole wait chunk longer than a command.
         self._blocking = self._connect(self.options.socket_timeout + _BLOCK_CHUNK)
         try:
-            self._load_script()
+            self._lua = LuaCaller(self._client, self.options.lua)
         except BaseException:
             self.close()
             raise
@@ -451,25 +448,12 @@ class RedisEngine:
         self._blocking.connection_pool.disconnect()
 
     # -- talking to the script ------------------------------------------------------------
-    def _load_script(self) -> None:
-        sha = self._client.script_load(self._script_text)
-        if sha != self._sha:
-            raise LannerError(f"Redis computed SHA {sha} for lanner's script, not {self._sha}")
-
     def _call(self, command: str, now: float, *args: Arg, name: str | None = None) -> Any:
         """Run one script command; `name` is the lanner method named in errors."""
-        argv = [command, repr(now), *map(_text, args)]
-        for attempt in (1, 2):
-            try:
-                return self._client.evalsha(self._sha, 0, *argv)
-            except NoScriptError:
-                # Redis restarted, or SCRIPT FLUSH: load it again and repeat the call.
-                if attempt == 2:
-                    raise
-                self._load_script()
-            except ResponseError as error:
-                raise _translate(name or command, str(error)) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return self._lua.call([command, repr(now), *map(_text, args)])
+        except ResponseError as error:
+            raise _translate(name or command, str(error)) from None
 
     def _pipeline(
         self, calls: Sequence[tuple[str, float, tuple[Arg, ...]]], name: str
@@ -481,11 +465,11 @@ class RedisEngine:
             pipe = self._client.pipeline(transaction=False)
             for index in todo:
                 command, now, args = calls[index]
-                pipe.evalsha(self._sha, 0, command, repr(now), *map(_text, args))
+                self._lua.add(pipe, [command, repr(now), *map(_text, args)])
             replies = pipe.execute(raise_on_error=False)
             missing = []
             for index, reply in zip(todo, replies, strict=True):
-                if isinstance(reply, NoScriptError) and attempt == 1:
+                if attempt == 1 and self._lua.is_missing(reply):
                     missing.append(index)
                 elif isinstance(reply, ResponseError):
                     raise _translate(name, str(reply))
@@ -495,7 +479,7 @@ class RedisEngine:
                     results[index] = reply
             if not missing:
                 break
-            self._load_script()
+            self._lua.load()
             todo = missing
         return results
 

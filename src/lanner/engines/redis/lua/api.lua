@@ -486,8 +486,10 @@ end
 -------------------------------------------------------------------------------
 -- Entry point
 -------------------------------------------------------------------------------
--- EVALSHA <sha> 0 <command> <now> <args...>
+-- EVALSHA <sha> 0 <command> <now> <args...>, or FCALL <function> 0 ... when
+-- loaded as a function library (the script's last line says which).
 local function main(keys, argv)
+  start_call()
   if #keys > 0 then
     return redis.error_reply('No Keys should be provided')
   end

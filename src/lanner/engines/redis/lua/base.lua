@@ -18,6 +18,29 @@ local SCORE_TIME_SCALE = 1e10
 local DAY = 86400
 
 -------------------------------------------------------------------------------
+-- Per-call state
+-------------------------------------------------------------------------------
+-- Some modules remember things for the length of one command (settings read,
+-- queues seen, timings to write at the end). Run by EVALSHA, the script's top
+-- level runs afresh on every call, so that state starts empty anyway. Loaded
+-- as a Redis function library (see `lanner redis-script --function`), the top
+-- level runs once and its locals outlive a call: so every such module
+-- registers here how its state starts, and the entry point (api.lua) starts
+-- them all before each command.
+local call_starts = {}
+
+local function per_call(start)
+  call_starts[#call_starts + 1] = start
+  start()
+end
+
+local function start_call()
+  for index = 1, #call_starts do
+    call_starts[index]()
+  end
+end
+
+-------------------------------------------------------------------------------
 -- Errors
 -------------------------------------------------------------------------------
 -- A failed check raises an error whose message is also kept in
@@ -28,6 +51,9 @@ local DAY = 86400
 -- Any other Lua error is a bug and is reported as such. The wording is part
 -- of the protocol: clients recognise the families listed in the header.
 local Raised = { message = nil }
+per_call(function()
+  Raised.message = nil
+end)
 
 local function raise(fmt, ...)
   Raised.message = string.format(fmt, ...)

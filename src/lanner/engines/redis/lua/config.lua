@@ -17,11 +17,13 @@ Config.defaults = {
 -- Settings read so far in this call (key -> stored value, or false when
 -- unset). A setting only changes through config.set / config.unset, which
 -- update the cache too, so one call reads each setting at most once however
--- many jobs it handles. (The script's top level runs afresh on every call, so
--- the cache never outlives one command.)
-local config_cache = {}
+-- many jobs it handles.
+local config_cache
 -- Config.heartbeat's results in this call, by queue.
-local heartbeats = {}
+local heartbeats
+per_call(function()
+  config_cache, heartbeats = {}, {}
+end)
 
 -- The stored value (a string), else the default, else nil.
 function Config.get(key)

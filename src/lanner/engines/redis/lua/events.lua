@@ -20,7 +20,10 @@ end
 
 -- Whether ql:tracked has any member, read once per call: most deployments
 -- track nothing, and then no job needs its own ZSCORE. `track` resets it.
-local any_tracked = nil
+local any_tracked
+per_call(function()
+  any_tracked = nil
+end)
 
 -- Whether the job is tracked.
 function Events.is_tracked(jid)

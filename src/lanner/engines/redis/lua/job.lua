@@ -22,7 +22,10 @@ local NUMERIC_FIELDS = {
 -- ql:completed goes through Job.complete, Job.unplace and prune_completed,
 -- which keep both right. A sweep only stays valid while the members added
 -- (at the call's `now`) are not expired themselves.
-local completed = { swept = nil, size = nil }
+local completed = {}
+per_call(function()
+  completed.swept, completed.size = nil, nil
+end)
 
 local function completed_removed(count)
   if completed.size ~= nil then

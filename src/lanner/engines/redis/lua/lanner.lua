@@ -26,7 +26,10 @@ local NOTIFY_CAP = 256
 -- command ends (api.lua), one RPUSH per queue: nobody can BLPOP the list
 -- while the script runs, and the list ends up the same (at most NOTIFY_CAP
 -- tokens) as pushing them one by one.
-local pending_tokens, pending_queues = {}, {}
+local pending_tokens, pending_queues
+per_call(function()
+  pending_tokens, pending_queues = {}, {}
+end)
 
 function Lanner.notify(queue, count)
   if count <= 0 then
@@ -63,7 +66,6 @@ function Lanner.flush()
       end
     end
   end
-  pending_tokens, pending_queues = {}, {}
 end
 
 -- A lock was given up (complete, fail, retry, cancel). In a queue with a

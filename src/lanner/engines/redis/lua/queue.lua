@@ -15,7 +15,10 @@ end
 -- ql:queues lists every queue ever used, scored by when it was first seen.
 -- Queues already known in this call are not looked up again (queue.forget
 -- drops them from this memo).
-local remembered = {}
+local remembered
+per_call(function()
+  remembered = {}
+end)
 
 function Queue.remember(now, queue)
   if remembered[queue] then
@@ -73,12 +76,15 @@ end
 -- here, so the next job, which mostly goes right behind it, does not read it
 -- back. Within put_many nothing else changes a job's priority, ready time or
 -- sequence number, and Queue.put forgets the job it moves.
-local known_orders = nil
+local known_orders
 
 -- Also within put_many: queue -> { jid, score } of the last job in -work, when
 -- put_many placed it there (nothing else in put_many adds to -work, and
 -- Job.unplace forgets the queue's entry when it takes a job out).
-local known_tails = nil
+local known_tails
+per_call(function()
+  known_orders, known_tails = nil, nil
+end)
 
 function Queue.forget_tail(queue)
   if known_tails then
@@ -96,7 +102,10 @@ end
 
 -- Sequence numbers reserved in one INCRBY (by put_many, which knows how many
 -- its puts take), handed out before falling back to INCR.
-local seq_pool = { next = 0, last = -1 }
+local seq_pool = {}
+per_call(function()
+  seq_pool.next, seq_pool.last = 0, -1
+end)
 
 function Queue.reserve_seqs(count)
   if count > 0 then

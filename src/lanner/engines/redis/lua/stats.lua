@@ -39,11 +39,14 @@ end
 -- order, and a number stored in Redis reads back exactly, so the stored
 -- result is what updating the hash per job would leave. Nothing reads these
 -- hashes inside the commands that record timings.
-local pending_timings, pending_order = {}, {}
+local pending_timings, pending_order
 
 -- Keys.stats(kind, day, queue), remembered for the call (it is asked for once
 -- per job popped or completed).
-local timing_keys = {}
+local timing_keys
+per_call(function()
+  pending_timings, pending_order, timing_keys = {}, {}, {}
+end)
 
 local function timing_key(kind, day, queue)
   local memo = kind .. ':' .. queue
@@ -104,7 +107,6 @@ function Stats.flush()
     end
     redis.call('expire', key, timing.ttl)
   end
-  pending_timings, pending_order = {}, {}
 end
 
 -- Add `by` to a daily counter (failures, failed, retries) of the day of `when`.

@@ -1,0 +1,83 @@
+"""How the Redis engine calls its Lua core: one function library, or one script.
+
+On Redis 7 and later the engine loads the core as a function library (``FUNCTION LOAD``)
+and calls ``FCALL <name> 0 <command> <now> <args...>``: the library's top level, which
+defines a few hundred Lua functions, then runs once instead of on every call. On Redis
+6.2, or where ACLs refuse ``FUNCTION LOAD``, it loads the same core as a script and calls
+``EVALSHA <sha> 0 ...``, the way qless's clients do. Both use the same keys, so processes
+using either way share queues.
+
+Redis forgets loaded scripts and functions when it restarts without persistence, and on
+``SCRIPT FLUSH`` / ``FUNCTION FLUSH``. A reply saying so (`is_missing`) makes the engine
+load the core again and repeat the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from redis import Redis
+from redis.client import Pipeline
+from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
+
+from lanner.engines.redis.script import build_library, build_script, library_name, script_sha
+from lanner.errors import LannerError
+
+LuaMode = Literal["auto", "function", "script"]
+LUA_MODES: tuple[LuaMode, ...] = ("auto", "function", "script")
+
+
+class LuaCaller:
+    """Calls the Lua core through one Redis client, as a function where it can."""
+
+    def __init__(self, client: Redis, mode: LuaMode) -> None:
+        self._client = client
+        self._sha = script_sha()
+        self._name = library_name()
+        self.mode: Literal["function", "script"] = "script" if mode == "script" else "function"
+        try:
+            self.load()
+        except ResponseError as error:
+            # Redis 6.2 has no FUNCTION command; an ACL may allow scripts only.
+            refused = isinstance(error, NoPermissionError) or "unknown command" in str(error)
+            if mode != "auto" or not refused:
+                raise
+            self.mode = "script"
+            self.load()
+
+    def load(self) -> None:
+        """Load the core into Redis (again, after a restart or a flush)."""
+        if self.mode == "function":
+            self._client.function_load(build_library(), replace=True)
+            return
+        sha = self._client.script_load(build_script())
+        if sha != self._sha:
+            raise LannerError(f"Redis computed SHA {sha} for lanner's script, not {self._sha}")
+
+    def call(self, argv: Sequence[str]) -> Any:
+        """One command, loading the core again once if Redis lost it."""
+        for attempt in (1, 2):
+            try:
+                if self.mode == "function":
+                    return self._client.fcall(self._name, 0, *argv)
+                return self._client.evalsha(self._sha, 0, *argv)
+            except ResponseError as error:
+                if attempt == 2 or not self.is_missing(error):
+                    raise
+                self.load()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def add(self, pipe: Pipeline, argv: Sequence[str]) -> None:
+        """Add one command to a pipeline; a reply that `is_missing` means: load, resend."""
+        if self.mode == "function":
+            pipe.fcall(self._name, 0, *argv)
+        else:
+            pipe.evalsha(self._sha, 0, *argv)
+
+    @staticmethod
+    def is_missing(reply: object) -> bool:
+        """Whether a reply says Redis does not have the core loaded."""
+        return isinstance(reply, NoScriptError) or (
+            isinstance(reply, ResponseError) and str(reply).startswith("Function not found")
+        )
