@@ -323,6 +323,89 @@ def test_retries_give_up_after_the_configured_number(
 # -- blocking pop ---------------------------------------------------------------------------
 
 
+def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
+
+
+def waiting_workers(url: str, queue: str) -> list[str]:
+    with raw(url) as client:
+        return list(client.zrange(f"ql:lanner:waiting:{queue}", 0, -1))
+
+
+def test_a_put_hands_its_job_to_a_blocked_worker(engine: RedisEngine, redis_url: str) -> None:
+    got: list[list[lanner.Job]] = []
+    popper = threading.Thread(target=lambda: got.append(engine.pop("q", "w1", 5, wait=10)))
+    popper.start()
+    wait_until(lambda: waiting_workers(redis_url, "q") == ["w1"])
+    with RedisEngine(redis_url) as other:
+        other.put("q", "j1", "Task")
+        # Popped for w1 by the put itself, before w1 ran another command.
+        job = other.get("j1")
+        assert job is not None
+        assert (job.state, job.worker) == (lanner.JobState.RUNNING, "w1")
+    popper.join(timeout=5)
+    assert [[j.jid for j in jobs] for jobs in got] == [["j1"]]
+    assert got[0][0].state is lanner.JobState.RUNNING
+    assert waiting_workers(redis_url, "q") == []
+    with raw(redis_url) as client:
+        assert client.exists("ql:lanner:handoff:q:w1", "ql:lanner:notify:q") == 0
+
+
+def register_waiting(engine: RedisEngine, worker: str, count: int, wait: float, now: float) -> None:
+    """What a blocking pop does before its BLPOP: find nothing, and register."""
+    reply = engine._call("lanner.pop_wait", now, "q", worker, count, wait)
+    assert reply[0] == "[]"
+
+
+def test_a_hand_off_gives_a_worker_no_more_than_its_count(engine: RedisEngine) -> None:
+    register_waiting(engine, "w1", 2, 10, T0)
+    engine.put_many([NewJob("q", f"j{n}", "Task") for n in range(5)], now=T0)
+    assert engine.jobs("waiting", "q", now=T0) == ["j2", "j3", "j4"]
+    assert [job.jid for job in engine.pop("q", "w1", 10, now=T0)] == ["j0", "j1", "j2", "j3", "j4"]
+
+
+def test_a_worker_takes_what_was_handed_to_it_when_it_pops_again(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    # Its BLPOP timed out just as the job was handed off: the next pop returns it.
+    register_waiting(engine, "w1", 1, 10, T0)
+    engine.put("q", "j1", "Task", now=T0)
+    engine.put("q", "j2", "Task", now=T0)
+    assert [job.jid for job in engine.pop("q", "w1", 2, now=T0 + 1)] == ["j1", "j2"]
+    with raw(redis_url) as client:
+        assert client.exists("ql:lanner:handoff:q:w1") == 0
+
+
+def test_a_registration_lapses_at_the_end_of_its_wait(engine: RedisEngine, redis_url: str) -> None:
+    register_waiting(engine, "w1", 1, 10, T0)
+    engine.put("q", "j1", "Task", now=T0 + 11)  # w1 stopped waiting without a word (died)
+    assert engine.jobs("waiting", "q", now=T0 + 11) == ["j1"]
+    assert [job.jid for job in engine.pop("q", "w2", now=T0 + 11)] == ["j1"]
+    register_waiting(engine, "w2", 1, 10, T0 + 12)  # and lapsed registrations are dropped
+    assert waiting_workers(redis_url, "q") == ["w2"]
+
+
+def test_no_hand_off_from_a_paused_queue(engine: RedisEngine, redis_url: str) -> None:
+    register_waiting(engine, "w1", 1, 10, T0)
+    engine.pause(["q"], now=T0)
+    engine.put("q", "j1", "Task", now=T0)
+    assert engine.jobs("waiting", "q", now=T0) == ["j1"]
+    engine.unpause(["q"], now=T0)
+    assert [job.jid for job in engine.pop("q", "w1", now=T0)] == ["j1"]
+
+
+def test_a_handed_off_job_whose_lock_moved_on_is_not_returned(engine: RedisEngine) -> None:
+    engine.config_set("grace-period", 0, now=T0)
+    register_waiting(engine, "w1", 1, 10, T0)
+    engine.put("q", "j1", "Task", now=T0)  # handed to w1, which never collects it ...
+    later = T0 + 61  # ... until its lock ran out and w2 took the job over
+    assert [job.jid for job in engine.pop("q", "w2", now=later)] == ["j1"]
+    assert engine.pop("q", "w1", now=later) == []
+
+
 def test_blocking_pop_is_woken_by_a_put_from_another_connection(
     engine: RedisEngine, redis_url: str
 ) -> None:

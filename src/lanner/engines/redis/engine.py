@@ -85,6 +85,7 @@ from lanner.records import (
 _STATES: Final = {state.value: state for state in JobState}
 _LISTABLE_STATES: Final = ("complete", "waiting", "running", "stalled", "scheduled", "depends")
 _NOTIFY_PREFIX: Final = "ql:lanner:notify:"
+_HANDOFF_PREFIX: Final = "ql:lanner:handoff:"
 _CONFIG_KEY: Final = "ql:config"
 _DEFAULT_PORT: Final = 6379
 # A blocked pop waits in BLPOP for at most this long at a time, so that a connection to a
@@ -628,34 +629,36 @@ class RedisEngine:
         count = names.integer(count, "count", 1)
         wait = names.seconds(wait, "wait")
         fixed_now = None if now is None else names.timestamp(now)
-        if wait == 0:
-            at = time.time() if fixed_now is None else fixed_now
-            return _jobs(self._call("pop", at, queue, worker, count))
-        return self._pop_waiting(queue, worker, count, fixed_now, wait)
+        return self._pop(queue, worker, count, fixed_now, wait)
 
-    def _pop_waiting(
+    def _pop(
         self, queue: str, worker: str, count: int, fixed_now: float | None, wait: float
     ) -> list[Job]:
-        """Pop; with nothing to take, wait in BLPOP on the queue's wake-up list, and again.
+        """Pop; with nothing to take, wait (if `wait` > 0) in BLPOP for jobs handed off or
+        a wake-up token.
 
-        Every command that makes a job ready pushes a token to `ql:lanner:notify:<queue>`,
-        so a put from any client wakes the wait at once; jobs that become ready with time
-        (delays, expiring locks, recurring runs) are due at `lanner.next_due`, which is
-        asked in the same round trip as the pop and bounds the wait.
+        `lanner.pop_wait` registers the worker as waiting when it finds nothing: a command
+        that makes jobs ready then pops them for the worker and pushes them to
+        `ql:lanner:handoff:<queue>:<worker>`, so the BLPOP reply is the jobs themselves.
+        Ready jobs not handed off push tokens to `ql:lanner:notify:<queue>`, which wake
+        the worker to pop again. Jobs that become ready with time (delays, expiring locks,
+        recurring runs) are due at the `next_due` pop_wait replies with, which bounds the
+        wait. Every wait ends with a pop_wait that registers nothing, so jobs handed off
+        as a BLPOP timed out are taken, not left behind.
         """
         deadline = time.monotonic() + wait
-        key = _NOTIFY_PREFIX + queue
+        handoff, notify = f"{_HANDOFF_PREFIX}{queue}:{worker}", _NOTIFY_PREFIX + queue
         idle = _IDLE_PAUSES[0]
         while True:
             at = time.time() if fixed_now is None else fixed_now
-            popped, next_due = self._pipeline(
-                [("pop", at, (queue, worker, count)), ("lanner.next_due", at, (queue,))], "pop"
-            )
-            jobs = _jobs(popped)
             remaining = deadline - time.monotonic()
+            block = min(max(remaining, 0.0), _BLOCK_CHUNK)
+            reply = self._call("lanner.pop_wait", at, queue, worker, count, block, name="pop")
+            jobs = _jobs(reply[0])
             if jobs or remaining <= 0:
                 return jobs
-            timeout = remaining
+            timeout = block
+            next_due = reply[1] if len(reply) > 1 else None
             if next_due is not None:
                 clock = time.time() if fixed_now is None else fixed_now
                 if float(next_due) > clock:
@@ -664,7 +667,9 @@ class RedisEngine:
                     # Due, yet the pop could not take it (e.g. max-concurrency): look later.
                     timeout = min(timeout, idle)
                     idle = min(idle * 2, _IDLE_PAUSES[1])
-            self._blocking.blpop([key], timeout=_blpop_timeout(timeout))
+            woken = self._blocking.blpop([handoff, notify], timeout=_blpop_timeout(timeout))
+            if woken is not None and woken[0] == handoff:
+                return _jobs(woken[1])
 
     def peek(self, queue: str, count: int = 1, *, now: float | None = None) -> list[Job]:
         queue = names.queue_name(queue)

@@ -445,6 +445,19 @@ Api['lanner.release'] = function(now, args)
   return Lanner.release(now, worker, queue, 0, Args.rest(args, 3, 'jid'))
 end
 
+-- lanner.pop_wait queue worker count wait: {JSON list of jobs, next_due or nil}
+Api['lanner.pop_wait'] = function(now, args)
+  local queue = Args.string(args[1], 'queue')
+  local worker = Args.string(args[2], 'worker')
+  local count = Args.count(args[3], 'count', nil)
+  local wait = Args.number(args[4], 'wait')
+  local jobs = Lanner.pop_wait(now, queue, worker, count, wait)
+  if #jobs > 0 then
+    return { cjson.encode(jobs) }
+  end
+  return { '[]', Lanner.next_due(queue) }
+end
+
 -- lanner.next_due queue
 Api['lanner.next_due'] = function(_, args)
   return Lanner.next_due(Args.string(args[1], 'queue'))
@@ -498,20 +511,25 @@ local function main(keys, argv)
   if handler == nil then
     return redis.error_reply('Unknown command ' .. tostring(command))
   end
+  local now
   local ok, result = pcall(function()
-    local now = Args.number(argv[2], 'now')
+    now = Args.number(argv[2], 'now')
     local args = {}
     for index = 3, #argv do
       args[#args + 1] = argv[index]
     end
     return handler(now, args)
   end)
-  -- Writes the modules defer to the end of the command (timings, wake-up
-  -- tokens), also after an error, as the writes before it stay.
-  local flushed, problem = pcall(function()
-    Stats.flush()
-    Lanner.flush()
-  end)
+  -- Writes the modules defer to the end of the command (hand-offs and wake-up
+  -- tokens, then timings, which hand-offs add to), also after an error, as
+  -- the writes before it stay. Nothing is deferred before `now` is known.
+  local flushed, problem = true, nil
+  if now ~= nil then
+    flushed, problem = pcall(function()
+      Lanner.flush(now)
+      Stats.flush()
+    end)
+  end
   if ok and not flushed then
     ok, result = false, problem
   end

@@ -237,6 +237,9 @@ function Keys.recurring(jid) return 'ql:r:' .. jid end
 -- kind is wait, run (timings) or stats (counters); day is a midnight timestamp
 function Keys.stats(kind, day, queue) return 'ql:s:' .. kind .. ':' .. Num.str(day) .. ':' .. queue end
 function Keys.notify(queue) return 'ql:lanner:notify:' .. queue end
+function Keys.waiting(queue) return 'ql:lanner:waiting:' .. queue end
+function Keys.waiting_counts(queue) return 'ql:lanner:waiting-count:' .. queue end
+function Keys.handoff(queue, worker) return 'ql:lanner:handoff:' .. queue .. ':' .. worker end
 Keys.seq = 'ql:lanner:seq'
 
 Keys.queues = 'ql:queues'

@@ -14,25 +14,32 @@ Config.defaults = {
   ['jobs-history-count'] = 50000,
 }
 
--- Settings read so far in this call (key -> stored value, or false when
--- unset). A setting only changes through config.set / config.unset, which
--- update the cache too, so one call reads each setting at most once however
--- many jobs it handles.
-local config_cache
+-- The stored settings (key -> value), read whole at the first Config.get of a
+-- call: a command mostly needs several, and one HGETALL of a small hash costs
+-- less than a few HGETs. A setting only changes through config.set /
+-- config.unset, which update this copy too.
+local stored
 -- Config.heartbeat's results in this call, by queue.
 local heartbeats
 per_call(function()
-  config_cache, heartbeats = {}, {}
+  stored, heartbeats = nil, {}
 end)
+
+local function read_stored()
+  stored = {}
+  local flat = redis.call('hgetall', Keys.config)
+  for index = 1, #flat, 2 do
+    stored[flat[index]] = flat[index + 1]
+  end
+end
 
 -- The stored value (a string), else the default, else nil.
 function Config.get(key)
-  local value = config_cache[key]
-  if value == nil then
-    value = redis.call('hget', Keys.config, key)
-    config_cache[key] = value
+  if stored == nil then
+    read_stored()
   end
-  if value == false then
+  local value = stored[key]
+  if value == nil then
     return Config.defaults[key]
   end
   return value
@@ -53,23 +60,23 @@ function Config.all()
   for key, value in pairs(Config.defaults) do
     merged[key] = value
   end
-  local stored = redis.call('hgetall', Keys.config)
-  for index = 1, #stored, 2 do
-    merged[stored[index]] = stored[index + 1]
+  read_stored()
+  for key, value in pairs(stored) do
+    merged[key] = value
   end
   return merged
 end
 
 function Config.set(key, value)
   redis.call('hset', Keys.config, key, value)
-  config_cache[key] = nil
+  stored = nil
   heartbeats = {}
   Events.log({ 'option', key, 'event', 'config_set', 'value', value })
 end
 
 function Config.unset(key)
   redis.call('hdel', Keys.config, key)
-  config_cache[key] = nil
+  stored = nil
   heartbeats = {}
   Events.log({ 'event', 'config_unset', 'option', key })
 end

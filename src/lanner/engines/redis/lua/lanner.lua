@@ -50,9 +50,112 @@ function Lanner.quiet(queue)
   redis.call('del', Keys.notify(queue))
 end
 
--- Push the tokens counted in this call.
-function Lanner.flush()
+-------------------------------------------------------------------------------
+-- Hand-off to blocked workers
+-------------------------------------------------------------------------------
+-- A worker about to block on a queue (lanner.pop_wait) registers in
+-- ql:lanner:waiting:<queue> (score: until when; its batch size in
+-- ql:lanner:waiting-count:<queue>) and BLPOPs its own hand-off list
+-- ql:lanner:handoff:<queue>:<worker> as well as the wake-up list. When jobs
+-- become ready in a command, its end pops them for the registered workers
+-- (Queue.pop, exactly as if they had asked) and pushes each one's jobs, as
+-- pop's JSON reply, to its hand-off list: a blocked worker receives its work
+-- in the BLPOP reply itself, one round trip sooner than waking up to pop.
+-- A worker's next lanner.pop_wait ends its registration and takes whatever
+-- was handed to it meanwhile, so a live worker loses nothing. A registration
+-- left by a worker that died lapses at its `until` (the worker's BLPOP
+-- timeout); jobs handed off before that wait for their lock to run out.
+
+-- Handed-off work nobody collects (its worker died) is dropped after this.
+local HANDOFF_TTL = 3600
+
+local function stop_waiting(queue, worker)
+  if redis.call('zrem', Keys.waiting(queue), worker) == 1 then
+    redis.call('hdel', Keys.waiting_counts(queue), worker)
+  end
+end
+
+-- Pop for the workers waiting on `queue` while jobs came ready in this call,
+-- the one whose wait ends soonest first.
+local function hand_off(now, queue)
+  local waiting = Keys.waiting(queue)
+  while pending_tokens[queue] > 0 do
+    local worker = redis.call('zrangebyscore', waiting, Num.str(now), '+inf', 'LIMIT', 0, 1)[1]
+    if worker == nil then
+      return
+    end
+    local count = tonumber(redis.call('hget', Keys.waiting_counts(queue), worker)) or 1
+    stop_waiting(queue, worker)
+    local jobs = Queue.pop(now, queue, worker, count)
+    if #jobs == 0 then
+      return
+    end
+    local key = Keys.handoff(queue, worker)
+    redis.call('rpush', key, cjson.encode(jobs))
+    redis.call('expire', key, HANDOFF_TTL)
+    pending_tokens[queue] = math.max(0, pending_tokens[queue] - #jobs)
+  end
+end
+
+-- Registrations that ran out were left by workers that stopped without
+-- saying so (they died).
+local function forget_lapsed(now, queue)
+  local waiting = Keys.waiting(queue)
+  local lapsed = redis.call('zrangebyscore', waiting, '-inf', '(' .. Num.str(now))
+  if #lapsed > 0 then
+    redis.call('zrem', waiting, unpack(lapsed))
+    redis.call('hdel', Keys.waiting_counts(queue), unpack(lapsed))
+  end
+end
+
+-- Jobs handed to `worker` that it has not received, as pop objects: those
+-- it still holds (the lock of one left too long may have gone elsewhere).
+local function collect_handoffs(queue, worker)
+  local key = Keys.handoff(queue, worker)
+  local handed = redis.call('lrange', key, 0, -1)
+  local jobs = {}
+  if #handed == 0 then
+    return jobs
+  end
+  redis.call('del', key)
+  for _, text in ipairs(handed) do
+    for _, object in ipairs(cjson.decode(text)) do
+      local job = Job.load(object.jid)
+      if job ~= nil and job.state == 'running' and job.worker == worker
+          and job.queue == queue then
+        jobs[#jobs + 1] = Job.object(job)
+      end
+    end
+  end
+  return jobs
+end
+
+-- lanner.pop_wait: pop for a worker that will block if it gets nothing. It
+-- stops waiting (if it was), takes what was handed to it, pops the rest, and
+-- when it has nothing registers to wait until now + wait (wait = 0: not).
+function Lanner.pop_wait(now, queue, worker, count, wait)
+  stop_waiting(queue, worker)
+  local jobs = collect_handoffs(queue, worker)
+  if #jobs < count then
+    for _, object in ipairs(Queue.pop(now, queue, worker, count - #jobs)) do
+      jobs[#jobs + 1] = object
+    end
+  end
+  if #jobs == 0 and wait > 0 then
+    forget_lapsed(now, queue)
+    redis.call('zadd', Keys.waiting(queue), now + wait, worker)
+    redis.call('hset', Keys.waiting_counts(queue), worker, count)
+  end
+  return jobs
+end
+
+-- At the end of a command: hand the jobs that came ready to waiting workers,
+-- then push a token for each one left.
+function Lanner.flush(now)
   for _, queue in ipairs(pending_queues) do
+    if pending_tokens[queue] > 0 then
+      hand_off(now, queue)
+    end
     local count = pending_tokens[queue]
     if count > 0 then
       local key = Keys.notify(queue)

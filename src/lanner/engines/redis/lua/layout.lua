@@ -165,6 +165,14 @@
 --   ql:lanner:notify:<queue>      LIST   lanner only: wake-up tokens, one per job
 --                                 that became ready (at most 256); see lanner.lua
 --   ql:lanner:seq                 STRING lanner only: the last lanner_seq given
+--   ql:lanner:waiting:<queue>     ZSET   lanner only: workers blocked on the queue
+--                                 (lanner.pop_wait); score = until when
+--   ql:lanner:waiting-count:<queue>
+--                                 HASH   lanner only: their batch sizes
+--   ql:lanner:handoff:<queue>:<worker>
+--                                 LIST   lanner only: jobs popped for a blocked
+--                                 worker, each entry pop's JSON reply; expires
+--                                 an hour after the last push
 --
 -- PUB/SUB CHANNELS
 --   ql:log            JSON {jid, event, ...}: put, completed, advanced, failed,
@@ -189,6 +197,9 @@
 --       lanner_seq kept), else scheduled delay seconds ahead; jids the worker
 --       does not hold in the queue are skipped
 --   lanner.release worker queue jid...       lanner.release_in with delay 0
+--   lanner.pop_wait queue worker count wait  [JSON list of jobs, next_due]: takes
+--       the jobs handed to the worker, pops the rest; with nothing, registers
+--       the worker as waiting until now + wait (0: not) and adds next_due
 --   lanner.next_due queue                    the earliest time (text) at which a
 --       scheduled job, a lock expiry / grace end or a recurring run is due in
 --       the queue; nil if none or paused
@@ -202,10 +213,14 @@
 --       (qless's heartbeat replies with an integer); otherwise heartbeat
 --   `jobs waiting queue [offset] [count]`    ready jids in pop order (qless's
 --       jobs has no waiting state)
---   Blocking pop: pop, then BLPOP ql:lanner:notify:<queue> with a timeout no
---   later than lanner.next_due, then pop again. Tokens are pushed by put,
---   retry, unfail, dependency release, advance, timeout, release, unpause,
---   scheduled jobs and recurring runs coming due, expired locks a pop could not
---   take, and a lock given up in a queue with max-concurrency; pop deletes them
---   when it cannot give anything more (empty, paused or at its limit).
+--   Blocking pop: lanner.pop_wait, then BLPOP ql:lanner:handoff:<queue>:<worker>
+--   and ql:lanner:notify:<queue> with a timeout no later than next_due and the
+--   wait; a hand-off is the popped jobs, a token means: pop_wait again. At the
+--   end of every command, jobs that came ready are popped for the waiting
+--   workers and handed off first; a token is pushed for each one left. Jobs
+--   come ready by put, retry, unfail, dependency release, advance, timeout,
+--   release, unpause, scheduled jobs and recurring runs coming due, expired
+--   locks a pop could not take, and a lock given up in a queue with
+--   max-concurrency; pop deletes the tokens when it cannot give anything more
+--   (empty, paused or at its limit).
 -------------------------------------------------------------------------------

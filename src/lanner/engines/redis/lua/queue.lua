@@ -244,7 +244,8 @@ end
 -- Writes state and time (when it became ready) and returns the state. The job
 -- takes a new sequence number unless `keep_seq` (a dependency release).
 -- `put` (from Queue.put) carries the hash fields the put writes, stored in the
--- same HMSET, and the job's priority; the put has already cleared `scheduled`.
+-- same HMSET, the job's priority, and whether it is known to wait for nothing
+-- (`independent`); the put has already cleared `scheduled`.
 function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   local key = Keys.job(jid)
   local fields = put and put.fields or {}
@@ -253,7 +254,8 @@ function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
     seq = Queue.next_seq()
   end
   local state, scheduled
-  if redis.call('scard', Keys.dependencies(jid)) > 0 then
+  local independent = put ~= nil and put.independent
+  if not independent and redis.call('scard', Keys.dependencies(jid)) > 0 then
     state = 'depends'
     redis.call('zadd', Keys.queue(queue, 'depends'), now, jid)
     if delay > 0 then
@@ -356,7 +358,10 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
     redis.call('hdel', key, 'scheduled')
   end
   Job.record(now, jid, 'put', { q = queue })
-  Queue.enqueue(now, queue, jid, delay, false, { fields = fields, priority = priority })
+  -- A new job given no dependencies has none (a job's sets go with its hash).
+  local independent = old == nil and (options.depends == nil or #options.depends == 0)
+  Queue.enqueue(now, queue, jid, delay, false,
+    { fields = fields, priority = priority, independent = independent })
 
   Events.put(jid, queue)
   Events.tracked(jid, 'put')
