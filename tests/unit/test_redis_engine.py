@@ -248,6 +248,27 @@ def test_many_jobs_put_at_once_pop_in_put_order(engine: RedisEngine) -> None:
     assert popped == [*jids, "last"]
 
 
+def test_a_batch_may_put_one_job_twice(engine: RedisEngine, redis_url: str) -> None:
+    # The second put moves the first (to another queue, or to a new place in the same one),
+    # although the batch's jobs were all new when it started.
+    engine.put_many(
+        [
+            NewJob("q1", "a", "Task"),
+            NewJob("q1", "b", "Task"),
+            NewJob("q2", "a", "Task", priority=1),
+            NewJob("q1", "b", "Task", priority=2),
+            NewJob("q1", "c", "Task"),
+        ],
+        now=T0,
+    )
+    with raw(redis_url) as client:
+        assert client.zrevrange("ql:q:q1-work", 0, -1) == ["b", "c"]
+        assert client.zrevrange("ql:q:q2-work", 0, -1) == ["a"]
+    job = engine.get("a", now=T0)
+    assert job is not None
+    assert (job.queue, job.priority) == ("q2", 1)
+
+
 def test_a_released_job_goes_back_between_jobs_put_at_the_same_time(engine: RedisEngine) -> None:
     for jid in ["a", "b", "c", "d"]:
         engine.put("q", jid, "Task", now=T0)

@@ -383,35 +383,47 @@ end
 -- lanner.put_many worker JSON: a JSON array of objects {queue, jid, klass,
 -- data (JSON text), delay, priority, tags, retries, depends}, each checked
 -- like the arguments of put before any is stored. Returns the jids (array).
-local PUT_FIELDS = { 'priority', 'tags', 'retries', 'depends' }
 
-local function text(value)
+-- A name given as a JSON number reads as put would read it as an argument.
+local function spec_string(value, name)
   if type(value) == 'number' then
-    return Num.str(value)
-  elseif type(value) == 'table' then
-    return cjson.encode(value)
+    value = Num.str(value)
+  elseif value ~= nil and type(value) ~= 'string' then
+    raise('Malformed %s: a non-empty string is required', name)
   end
-  return value
+  return Args.string(value, name)
 end
 
-local function put_args(worker, spec)
+local function parse_spec(worker, spec)
   if type(spec) ~= 'table' then
     raise('Malformed jobs: each job must be a JSON object')
   end
-  if spec.data ~= nil and type(spec.data) ~= 'string' then
+  local data = spec.data or '{}'
+  if type(data) ~= 'string' then
     raise('Malformed data: must be JSON text (a string) in lanner.put_many')
   end
-  local args = {
-    worker, text(spec.queue), text(spec.jid), text(spec.klass), spec.data or '{}',
-    text(spec.delay or 0),
-  }
-  for _, option in ipairs(PUT_FIELDS) do
-    if spec[option] ~= nil then
-      args[#args + 1] = option
-      args[#args + 1] = text(spec[option])
-    end
+  local options = {}
+  if spec.priority ~= nil then
+    options.priority = Args.number(spec.priority, 'priority')
   end
-  return args
+  if spec.tags ~= nil then
+    options.tags = Args.strings(spec.tags, 'tags')
+  end
+  if spec.retries ~= nil then
+    options.retries = Args.count(spec.retries, 'retries')
+  end
+  if spec.depends ~= nil then
+    options.depends = Args.strings(spec.depends, 'depends')
+  end
+  return {
+    worker = worker,
+    queue = spec_string(spec.queue, 'queue'),
+    jid = spec_string(spec.jid, 'jid'),
+    klass = spec_string(spec.klass, 'klass'),
+    data = job_data(data, 'data'),
+    delay = Args.number(spec.delay or 0, 'delay'),
+    options = options,
+  }
 end
 
 Api['lanner.put_many'] = function(now, args)
@@ -422,13 +434,9 @@ Api['lanner.put_many'] = function(now, args)
   end
   local parsed = {}
   for index, spec in ipairs(specs) do
-    parsed[index] = parse_put(put_args(worker, spec))
+    parsed[index] = parse_spec(worker, spec)
   end
-  local puts = {}
-  for index, p in ipairs(parsed) do
-    puts[index] = function() return put(now, p) end
-  end
-  return Queue.put_many(puts)
+  return Queue.put_many(now, parsed, put)
 end
 
 -- lanner.complete_many worker queue jid...
@@ -520,12 +528,14 @@ local function main(keys, argv)
     end
     return handler(now, args)
   end)
-  -- Writes the modules defer to the end of the command (hand-offs and wake-up
-  -- tokens, then timings, which hand-offs add to), also after an error, as
-  -- the writes before it stay. Nothing is deferred before `now` is known.
+  -- Writes the modules defer to the end of the command (jobs for -work, then
+  -- hand-offs, which pop them, and wake-up tokens, then timings, which
+  -- hand-offs add to), also after an error, as the writes before it stay.
+  -- Nothing is deferred before `now` is known.
   local flushed, problem = true, nil
   if now ~= nil then
     flushed, problem = pcall(function()
+      Queue.flush()
       Lanner.flush(now)
       Stats.flush()
     end)

@@ -152,16 +152,23 @@ end
 -- clients often send numeric tags or jids). Duplicates are dropped, keeping
 -- the first occurrence, so the order a client gave is preserved.
 function Args.string_list(value, name)
-  local decoded = Args.json(value, name)
+  return Args.strings(Args.json(value, name), name)
+end
+
+-- Args.string_list of a value already decoded (a field of a JSON argument).
+function Args.strings(decoded, name)
+  local function malformed(what)
+    raise('Malformed %s: %s: %s', name, what, cjson.encode(decoded))
+  end
   if type(decoded) ~= 'table' then
-    raise('Malformed %s: a JSON array is required: %s', name, value)
+    malformed('a JSON array is required')
   end
   local size, keys = #decoded, 0
   for _ in pairs(decoded) do
     keys = keys + 1
   end
   if keys ~= size then
-    raise('Malformed %s: a JSON array is required: %s', name, value)
+    malformed('a JSON array is required')
   end
   local list, seen = {}, {}
   for _, item in ipairs(decoded) do
@@ -169,7 +176,7 @@ function Args.string_list(value, name)
       item = tostring(item)
     end
     if type(item) ~= 'string' or item == '' then
-      raise('Malformed %s: items must be non-empty strings: %s', name, value)
+      malformed('items must be non-empty strings')
     end
     if not seen[item] then
       seen[item] = true

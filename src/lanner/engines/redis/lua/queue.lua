@@ -82,11 +82,38 @@ local known_orders
 -- put_many placed it there (nothing else in put_many adds to -work, and
 -- Job.unplace forgets the queue's entry when it takes a job out).
 local known_tails
+
+-- Also within put_many: jids known to have no job yet (one EXISTS over the
+-- batch said so), whose put need not look first.
+local fresh_jids
+
+-- ZADDs to -work of jobs placed behind the last one, deferred to one ZADD per
+-- queue (queue -> {score, jid, ...}). They are made before anything reads
+-- or changes that -work (Queue.place, Job.unplace) and when the command ends
+-- (Queue.flush), and ZADD takes pairs in order: the set ends up as with one
+-- ZADD per job.
+local deferred_work
 per_call(function()
-  known_orders, known_tails = nil, nil
+  known_orders, known_tails, fresh_jids, deferred_work = nil, nil, nil, {}
 end)
 
+local function flush_work(queue)
+  local deferred = deferred_work[queue]
+  if deferred ~= nil then
+    deferred_work[queue] = nil
+    call_spread('zadd', Keys.queue(queue, 'work'), deferred, 1000)
+  end
+end
+
+function Queue.flush()
+  for queue in pairs(deferred_work) do
+    flush_work(queue)
+  end
+end
+
+-- A job is about to leave the queue's -work.
 function Queue.forget_tail(queue)
+  flush_work(queue)
   if known_tails then
     known_tails[queue] = nil
   end
@@ -172,9 +199,47 @@ end
 -- Put a waiting job (hash up to date, not in -work) into the queue's -work at
 -- its place in the order. Jobs stalled by `timeout` (score +inf) stay ahead.
 -- `mine` is the job's order when the caller knows it (else it is read).
+-- Add `jid` to -work at `score`; `at_back`: behind every job there.
+local function put_at(queue, jid, mine, score, at_back)
+  if known_orders == nil then
+    redis.call('zadd', Keys.queue(queue, 'work'), score, jid)
+    return
+  end
+  known_orders[jid] = mine
+  -- A job placed behind all others is the new last job.
+  if at_back then
+    known_tails[queue] = { jid, score }
+    local deferred = deferred_work[queue] or {}
+    deferred[#deferred + 1], deferred[#deferred + 2] = score, jid
+    deferred_work[queue] = deferred
+  else
+    known_tails[queue] = nil
+    redis.call('zadd', Keys.queue(queue, 'work'), score, jid)
+  end
+end
+
 function Queue.place(queue, jid, mine)
-  local work = Keys.queue(queue, 'work')
   mine = mine or Queue.order(jid)
+  local score = Queue.score(mine[1], mine[2])
+  -- The last job first, as a new job mostly goes behind all others. (The last
+  -- rank holds the lowest score, lowest jid among ties: what ZRANGE 0 0 gives.)
+  local work = Keys.queue(queue, 'work')
+  local last = known_tails and known_tails[queue]
+  if last == nil then
+    flush_work(queue)
+    last = redis.call('zrange', work, 0, 0, 'WITHSCORES')
+  end
+  if #last == 0 then
+    return put_at(queue, jid, mine, score, true)
+  end
+  local last_job, last_score = last[1], tonumber(last[2])
+  if last_score == math.huge or Queue.ahead(order_of(last_job), mine) then
+    if last_score <= score then
+      score = below(last_score)
+    end
+    return put_at(queue, jid, mine, score, true)
+  end
+  flush_work(queue)
   local members = {}
   local function member(rank)
     local known = members[rank]
@@ -186,33 +251,8 @@ function Queue.place(queue, jid, mine)
     return known[1], known[2]
   end
   local function goes_ahead(rank)
-    local other, score = member(rank)
-    return score == math.huge or Queue.ahead(order_of(other), mine)
-  end
-  local function put_at(score, at_back)
-    redis.call('zadd', work, score, jid)
-    if known_orders then
-      known_orders[jid] = mine
-      -- A job placed behind all others is the new last job.
-      known_tails[queue] = at_back and { jid, score } or nil
-    end
-  end
-  local score = Queue.score(mine[1], mine[2])
-  -- The last job first, as a new job mostly goes behind all others. (The last
-  -- rank holds the lowest score, lowest jid among ties: what ZRANGE 0 0 gives.)
-  local last = known_tails and known_tails[queue]
-  if last == nil then
-    last = redis.call('zrange', work, 0, 0, 'WITHSCORES')
-  end
-  if #last == 0 then
-    return put_at(score, true)
-  end
-  local last_job, last_score = last[1], tonumber(last[2])
-  if last_score == math.huge or Queue.ahead(order_of(last_job), mine) then
-    if last_score <= score then
-      score = below(last_score)
-    end
-    return put_at(score, true)
+    local other, other_score = member(rank)
+    return other_score == math.huge or Queue.ahead(order_of(other), mine)
   end
   -- The first rank whose job does not go ahead of this one.
   local size = redis.call('zcard', work)
@@ -233,7 +273,7 @@ function Queue.place(queue, jid, mine)
     end
   end
   make_room(work, low, score)
-  put_at(score, false)
+  put_at(queue, jid, mine, score, false)
 end
 
 -------------------------------------------------------------------------------
@@ -305,12 +345,16 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   -- Mostly the job is new: a look at three fields tells, before loading all.
   -- Only fields the hash has need deleting (grace and scheduled).
   local old, grace, scheduled
-  local probe, raw = Job.load(jid, PUT_PROBE)
-  if probe == nil then
-    grace, scheduled = present(raw[2]), present(raw[3])
+  if fresh_jids and fresh_jids[jid] then
+    fresh_jids[jid] = nil -- a second put of it in the batch finds the first
   else
-    old, raw = Job.load(jid)
-    grace, scheduled = present(raw[15]), present(raw[16])
+    local probe, raw = Job.load(jid, PUT_PROBE)
+    if probe == nil then
+      grace, scheduled = present(raw[2]), present(raw[3])
+    else
+      old, raw = Job.load(jid)
+      grace, scheduled = present(raw[15]), present(raw[16])
+    end
   end
   local priority, retries, tags = options.priority, options.retries, options.tags
   if known_orders then
@@ -372,16 +416,32 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
 end
 
 -- Many puts in one call (lanner.put_many): each takes one sequence number, so
--- they are reserved at once, and each job's order is remembered for placing
--- the next. `puts` is a list of functions, each doing one put.
-function Queue.put_many(puts)
-  local results = {}
+-- they are reserved at once; each job's order is remembered for placing the
+-- next; and when none of the jobs exists yet (the usual case), one EXISTS
+-- tells, instead of a look per put. `put(now, p)` does one put of the list.
+function Queue.put_many(now, puts, put)
+  local keys = {}
+  for index, p in ipairs(puts) do
+    keys[index] = Keys.job(p.jid)
+  end
+  local existing = 0
+  for first = 1, #keys, 1000 do
+    existing = existing + redis.call('exists', unpack(keys, first, math.min(first + 999, #keys)))
+  end
+  if existing == 0 then
+    fresh_jids = {}
+    for _, p in ipairs(puts) do
+      fresh_jids[p.jid] = true
+    end
+  end
   Queue.reserve_seqs(#puts)
   known_orders, known_tails = {}, {}
-  for index, put in ipairs(puts) do
-    results[index] = put()
+  local results = {}
+  for index, p in ipairs(puts) do
+    results[index] = put(now, p)
   end
-  known_orders, known_tails = nil, nil
+  Queue.flush()
+  known_orders, known_tails, fresh_jids = nil, nil, nil
   return results
 end
 
