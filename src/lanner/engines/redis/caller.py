@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from redis import Redis
-from redis.client import Pipeline
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from lanner.engines.redis.script import build_library, build_script, library_name, script_sha
@@ -67,13 +66,6 @@ class LuaCaller:
                     raise
                 self.load()
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def add(self, pipe: Pipeline, argv: Sequence[str]) -> None:
-        """Add one command to a pipeline; a reply that `is_missing` means: load, resend."""
-        if self.mode == "function":
-            pipe.fcall(self._name, 0, *argv)
-        else:
-            pipe.evalsha(self._sha, 0, *argv)
 
     @staticmethod
     def is_missing(reply: object) -> bool:

@@ -456,34 +456,6 @@ class RedisEngine:
         except ResponseError as error:
             raise _translate(name or command, str(error)) from None
 
-    def _pipeline(
-        self, calls: Sequence[tuple[str, float, tuple[Arg, ...]]], name: str
-    ) -> list[Any]:
-        """Run independent script commands in one round trip (not atomically together)."""
-        results: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for attempt in (1, 2):
-            pipe = self._client.pipeline(transaction=False)
-            for index in todo:
-                command, now, args = calls[index]
-                self._lua.add(pipe, [command, repr(now), *map(_text, args)])
-            replies = pipe.execute(raise_on_error=False)
-            missing = []
-            for index, reply in zip(todo, replies, strict=True):
-                if attempt == 1 and self._lua.is_missing(reply):
-                    missing.append(index)
-                elif isinstance(reply, ResponseError):
-                    raise _translate(name, str(reply))
-                elif isinstance(reply, Exception):
-                    raise reply
-                else:
-                    results[index] = reply
-            if not missing:
-                break
-            self._lua.load()
-            todo = missing
-        return results
-
     # -- configuration --------------------------------------------------------------------
     def config_get(self, key: str, *, now: float | None = None) -> ConfigValue | None:
         key = names.label(key, "config key")
