@@ -56,6 +56,7 @@ def build_script() -> str:
     return _body() + _SCRIPT_ENTRY
 
 
+@functools.cache
 def script_sha() -> str:
     """The SHA1 Redis names the script by."""
     return hashlib.sha1(build_script().encode("utf-8")).hexdigest()  # noqa: S324

@@ -288,11 +288,7 @@ class SQLiteEngine:
             queue, jid, klass, data, delay, priority, tags, retries, depends,
             self.options.max_data_bytes,
         )  # fmt: skip
-        return _Put(
-            job.queue, job.jid, job.klass, job.data, job.delay, job.priority,
-            None if job.tags is None else list(job.tags), job.retries,
-            None if job.depends is None else list(job.depends),
-        )  # fmt: skip
+        return _Put(*job)
 
     def put(
         self,
