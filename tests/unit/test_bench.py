@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
 
-from lanner.bench.engine import BenchError, ChildGroup, drain_worker, run_engine_benchmark
+from lanner.bench.cli import results_table
+from lanner.bench.engine import (
+    PICKUP_TIMEOUT,
+    BenchError,
+    ChildGroup,
+    EngineBenchResult,
+    MachineInfo,
+    drain_worker,
+    run_engine_benchmark,
+)
 from lanner.bench.stats import Percentiles, percentile
 from lanner.cli import main
 
@@ -79,5 +89,33 @@ def test_bench_engine_json_smoke() -> None:
     for name, ms in report["pickup_ms"].items():
         assert ms > 0, name
     assert report["pickup_ms"]["max"] >= report["pickup_ms"]["p50"]
+    assert report["pickup_floor_ms"] is None  # SQLite has no Redis hop to measure
     assert set(report["machine"]) == {"platform", "cpu_count", "python", "sqlite", "lanner"}
     assert report["machine"]["cpu_count"] >= 1
+
+
+@pytest.mark.slow
+def test_bench_engine_on_redis_also_measures_the_pickup_floor(redis_url: str) -> None:
+    result = run_engine_benchmark(redis_url, jobs=50, batch=10, samples=5)
+    assert result.url == redis_url
+    assert result.synchronous is None
+    floor = result.pickup_floor_ms
+    assert floor is not None
+    assert floor.count == 5
+    assert 0 < floor.p50 <= floor.max < 1000 * PICKUP_TIMEOUT
+    assert result.to_json()["pickup_floor_ms"] == floor.as_dict()
+
+
+def test_results_table_shows_the_floor_only_when_measured() -> None:
+    machine = MachineInfo.current()
+    latency = Percentiles.of([0.001, 0.002], scale=1000.0)
+    result = EngineBenchResult(
+        "sqlite:///x", "full", 1, 1, 2, 1.0, 1.0, 1.0, 1.0, latency, None, machine
+    )
+    labels = list(results_table(result).columns[0].cells)
+    assert not any("floor" in str(label) for label in labels)
+    labels = list(results_table(replace(result, pickup_floor_ms=latency)).columns[0].cells)
+    assert [str(label) for label in labels if "floor" in str(label)] == [
+        "pickup floor p50 (bare LPUSH to BLPOP)",
+        "pickup floor p99 (bare LPUSH to BLPOP)",
+    ]

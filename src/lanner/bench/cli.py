@@ -119,7 +119,9 @@ def engine_command(url: str | None, jobs: int, batch: int, samples: int, as_json
 
     Phases: N single puts; N jobs by put_many; draining N jobs with pop + complete_many in
     1 and then 2 processes; and the latency from a put to a blocked pop in another process
-    returning it. Progress goes to stderr, results to stdout.
+    returning it. On Redis, also the floor under that latency on this machine: a bare
+    LPUSH to a BLPOP blocked in another process. Progress goes to stderr, results to
+    stdout.
     """
     errors = Console(stderr=True)
     if url is not None:
@@ -155,6 +157,9 @@ def results_table(result: EngineBenchResult) -> Table:
     for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("p99", pickup.p99)):
         table.add_row(f"pickup latency {label}", f"{ms:.2f} ms")
     table.add_row(f"pickup latency max ({pickup.count} samples)", f"{pickup.max:.2f} ms")
+    if (floor := result.pickup_floor_ms) is not None:
+        for label, ms in (("p50", floor.p50), ("p99", floor.p99)):
+            table.add_row(f"pickup floor {label} (bare LPUSH to BLPOP)", f"{ms:.2f} ms")
     return table
 
 

@@ -25,7 +25,7 @@ from multiprocessing.synchronize import Event as ProcessEvent
 from pathlib import Path
 from queue import Empty
 from types import TracebackType
-from typing import Any, Concatenate, Final, NamedTuple, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Final, NamedTuple, ParamSpec, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from lanner._version import __version__
@@ -33,6 +33,9 @@ from lanner.bench.stats import Percentiles
 from lanner.engine import Capability, Engine
 from lanner.engines import open_engine
 from lanner.records import NewJob
+
+if TYPE_CHECKING:  # redis is an optional extra, imported when a Redis URL is measured
+    import redis
 
 DEFAULT_JOBS: Final = 20_000
 DEFAULT_BATCH: Final = 100
@@ -300,6 +303,36 @@ def drain_worker(context: ChildContext, url: str, queue: str, worker: str, batch
         engine.close()
 
 
+def _redis_client(url: str) -> redis.Redis:
+    """The engine's kind of redis-py client for a lanner Redis URL, without the engine."""
+    from lanner.engines.redis.engine import parse_url, redis_client
+
+    address, options = parse_url(url)
+    # A BLPOP's reply may take its whole timeout on top of a command's.
+    return redis_client(address, options, options.socket_timeout + POP_WAIT)
+
+
+def floor_worker(context: ChildContext, url: str, key: str) -> None:
+    """Child: block in a bare `BLPOP key`, and for each value report (as a `sample`) the
+    seconds since the time it holds. The value `stop` ends the loop."""
+    client = _redis_client(url)
+    try:
+        context.send("ready")
+        while True:
+            woken = client.blpop([key], timeout=POP_WAIT)
+            popped = time.time()
+            if woken is None:
+                if not parent_alive():
+                    return
+                continue
+            if woken[1] == "stop":
+                context.send("finished")
+                return
+            context.send("sample", value=popped - float(woken[1]))
+    finally:
+        client.close()
+
+
 def pickup_worker(context: ChildContext, url: str, queue: str, worker: str) -> None:
     """Child: block in `pop(wait=...)`, and for each job report (as a `sample`) the seconds
     since the `put_time` in its data. A job whose data has `stop` ends the loop."""
@@ -421,31 +454,66 @@ def verify_drained(engine: Engine, queue: str) -> None:
         raise BenchError(f"queue {queue!r} was not drained: {found}")
 
 
+def _latency_samples(
+    group: ChildGroup, samples: int, send: Callable[[float | None], None], progress: BenchProgress
+) -> Percentiles:
+    """Latency (ms) from `send(time.time())` to the child of `group` reporting that it
+    received that time.
+
+    Each sample follows the previous one's report and a short random idle gap, so it
+    measures waking an idle, blocked receiver. `send(None)` ends the child.
+    """
+    rng = random.Random()
+    latencies: list[float] = []
+    group.wait_ready()
+    for _ in range(samples):
+        time.sleep(rng.uniform(*IDLE_GAP))
+        send(time.time())
+        latencies.append(group.expect("sample", PICKUP_TIMEOUT).value)
+        progress.advance(1)
+    send(None)
+    group.expect("finished", PICKUP_TIMEOUT)
+    group.join()
+    return Percentiles.of(latencies, scale=1000.0)
+
+
 def measure_pickup(
     engine: Engine, url: str, queue: str, samples: int, progress: BenchProgress
 ) -> Percentiles:
     """Latency (ms) from `put` to a blocked `pop` in another process returning the job.
 
-    Jobs are put one at a time, each after the previous one was picked up and a short
-    random idle gap, so each sample measures waking an idle, blocked popper. The time
-    includes the put's own commit, as a producer would see it.
+    Jobs are put one at a time (see `_latency_samples`). The time includes the put's own
+    commit, as a producer would see it.
     """
     progress.phase("pickup latency", samples)
-    rng = random.Random()
-    latencies: list[float] = []
+
+    def put(put_time: float | None) -> None:
+        data = {"stop": True} if put_time is None else {"put_time": put_time}
+        engine.put(queue, uuid.uuid4().hex, KLASS, json.dumps(data))
+
     with ChildGroup() as group:
         group.spawn(pickup_worker, url, queue, "bench-pickup")
-        group.wait_ready()
-        for _ in range(samples):
-            time.sleep(rng.uniform(*IDLE_GAP))
-            data = json.dumps({"put_time": time.time()})
-            engine.put(queue, uuid.uuid4().hex, KLASS, data)
-            latencies.append(group.expect("sample", PICKUP_TIMEOUT).value)
-            progress.advance(1)
-        engine.put(queue, uuid.uuid4().hex, KLASS, json.dumps({"stop": True}))
-        group.expect("finished", PICKUP_TIMEOUT)
-        group.join()
-    return Percentiles.of(latencies, scale=1000.0)
+        return _latency_samples(group, samples, put, progress)
+
+
+def measure_redis_floor(url: str, key: str, samples: int, progress: BenchProgress) -> Percentiles:
+    """What pickup latency costs on this machine before lanner does anything: latency (ms)
+    from a bare `LPUSH` to a `BLPOP` blocked in another process, with the engine's kind of
+    client and the idle gaps of `measure_pickup`: a hop to Redis and one from it, and two
+    idle processes woken."""
+    progress.phase("pickup floor: bare LPUSH to a blocked BLPOP", samples)
+    client = _redis_client(url)
+    try:
+        with ChildGroup() as group:
+            group.spawn(floor_worker, url, key)
+
+            def push(pushed: float | None) -> None:
+                client.lpush(key, "stop" if pushed is None else repr(pushed))
+
+            return _latency_samples(group, samples, push, progress)
+    finally:
+        client.delete(key)
+        client.close()
 
 
 # -- the whole benchmark ------------------------------------------------------------------
@@ -484,9 +552,12 @@ class EngineBenchResult:
     drain_1proc_per_s: float
     drain_2proc_per_s: float
     pickup_ms: Percentiles
+    pickup_floor_ms: Percentiles | None
+    """Redis only: the machine's share of pickup latency (see `measure_redis_floor`)."""
     machine: MachineInfo
 
     def to_json(self) -> dict[str, Any]:
+        floor = self.pickup_floor_ms
         return {
             "url": self.url,
             "synchronous": self.synchronous,
@@ -498,6 +569,7 @@ class EngineBenchResult:
             "drain_1proc_per_s": self.drain_1proc_per_s,
             "drain_2proc_per_s": self.drain_2proc_per_s,
             "pickup_ms": self.pickup_ms.as_dict(),
+            "pickup_floor_ms": None if floor is None else floor.as_dict(),
             "machine": {
                 "platform": self.machine.platform,
                 "cpu_count": self.machine.cpu_count,
@@ -537,7 +609,7 @@ def run_engine_benchmark(
     progress: BenchProgress | None = None,
 ) -> EngineBenchResult:
     """Measure an engine: put rates (single and batched), drain rates (1 and 2 processes)
-    and pickup latency.
+    and pickup latency (on Redis, also the machine's floor under it).
 
     With `url` None the engine is SQLite on a new temporary file. Otherwise `url` should
     name an empty store: the benchmark leaves its `2 * jobs + samples + 1` completed jobs
@@ -565,6 +637,9 @@ def run_engine_benchmark(
             drain_2 = measure_drain(store_url, batch_queue, jobs, batch, 2, progress)
             verify_drained(engine, batch_queue)
             pickup = measure_pickup(engine, store_url, pickup_queue, samples, progress)
+            floor = None
+            if engine.name == "redis":
+                floor = measure_redis_floor(store_url, f"bench-{run}-floor", samples, progress)
         finally:
             engine.close()
     return EngineBenchResult(
@@ -578,5 +653,6 @@ def run_engine_benchmark(
         drain_1proc_per_s=drain_1,
         drain_2proc_per_s=drain_2,
         pickup_ms=pickup,
+        pickup_floor_ms=floor,
         machine=MachineInfo.current(),
     )

@@ -386,6 +386,34 @@ def _decoded(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
+def redis_client(
+    address: RedisAddress, options: RedisOptions, socket_timeout: float
+) -> redis.Redis:
+    """A redis-py client as the engine uses one: timeouts, retries with backoff, TLS."""
+    return redis.Redis(
+        host=address.host,
+        port=address.port,
+        db=address.db,
+        username=address.username,
+        password=address.password,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=options.socket_connect_timeout,
+        socket_keepalive=True,
+        health_check_interval=options.health_check_interval,
+        retry=_Retry(
+            ExponentialBackoff(cap=options.backoff_cap, base=options.backoff_base),
+            options.retries,
+        ),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        ssl=address.tls,
+        ssl_cert_reqs="required",
+        ssl_check_hostname=True,
+        ssl_ca_certs=options.ssl_ca_certs or None,
+        decode_responses=True,
+        client_name="lanner",
+    )
+
+
 class RedisEngine:
     """The Redis engine. Safe to share between threads (and usable after fork)."""
 
@@ -394,40 +422,17 @@ class RedisEngine:
 
     def __init__(self, url: str = "redis://127.0.0.1:6379/0") -> None:
         self.address, self.options = parse_url(url)
-        self._client = self._connect(self.options.socket_timeout)
+        self._client = redis_client(self.address, self.options, self.options.socket_timeout)
         # BLPOP blocks its connection: blocked pops get their own pool, whose reads may
         # take a whole wait chunk longer than a command.
-        self._blocking = self._connect(self.options.socket_timeout + _BLOCK_CHUNK)
+        self._blocking = redis_client(
+            self.address, self.options, self.options.socket_timeout + _BLOCK_CHUNK
+        )
         try:
             self._lua = LuaCaller(self._client, self.options.lua)
         except BaseException:
             self.close()
             raise
-
-    def _connect(self, socket_timeout: float) -> redis.Redis:
-        address, options = self.address, self.options
-        return redis.Redis(
-            host=address.host,
-            port=address.port,
-            db=address.db,
-            username=address.username,
-            password=address.password,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=options.socket_connect_timeout,
-            socket_keepalive=True,
-            health_check_interval=options.health_check_interval,
-            retry=_Retry(
-                ExponentialBackoff(cap=options.backoff_cap, base=options.backoff_base),
-                options.retries,
-            ),
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-            ssl=address.tls,
-            ssl_cert_reqs="required",
-            ssl_check_hostname=True,
-            ssl_ca_certs=options.ssl_ca_certs or None,
-            decode_responses=True,
-            client_name="lanner",
-        )
 
     @property
     def max_data_bytes(self) -> int:
