@@ -180,6 +180,22 @@ def test_the_core_is_reloaded_after_a_flush(redis_url: str, lua: str) -> None:
         assert [job.jid for job in engine.pop("q", "w", 5, now=T0)] == ["j1", "j2"]
 
 
+def test_a_loaded_core_is_not_loaded_again(redis_url: str) -> None:
+    # Loading blocks Redis for milliseconds: not something every process start should do.
+    with raw(redis_url) as client:
+
+        def loads() -> int:
+            stats = client.info("commandstats").get("cmdstat_function|load", {})
+            return int(stats.get("calls", 0))
+
+        client.function_flush()
+        before = loads()
+        with RedisEngine(redis_url) as first, RedisEngine(redis_url) as second:
+            assert loads() == before + 1
+            first.put("q", "j1", "Task", now=T0)
+            assert [job.jid for job in second.pop("q", "w", now=T0)] == ["j1"]
+
+
 def test_where_functions_are_refused_the_core_runs_as_a_script(
     redis_server_factory: Callable[..., RedisServer],
 ) -> None:
