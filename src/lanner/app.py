@@ -28,8 +28,12 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from lanner.codec import Codec, JobIdentity, JSONCodec, Payload, SignedPickleCodec
 from lanner.engine import Engine
 from lanner.engines import open_engine
-from lanner.errors import PayloadTooLarge
-from lanner.exceptions import ChubbyTaskException, InvalidTimeLimitTaskException
+from lanner.errors import (
+    ChubbyTaskException,
+    InvalidTimeLimitTaskException,
+    MalformedArgument,
+    PayloadTooLarge,
+)
 from lanner.queues import QueueConfig
 from lanner.records import NewJob
 from lanner.settings import Settings, load_settings
@@ -301,8 +305,6 @@ def _task_class(task: type[Task] | str) -> type[Task]:
     if isinstance(task, str):
         found = find_task(task)
         if found is None:
-            from lanner.errors import MalformedArgument
-
             raise MalformedArgument(f"unknown task {task!r}: no Task subclass has that name")
         return found
     return task

@@ -25,25 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from lanner.errors import LannerError, MalformedArgument
+from lanner.errors import ArgumentError, BadSignature, DecodeError, MalformedArgument
 
 ENVELOPE_VERSION: Final = 1
-
-
-class ArgumentError(MalformedArgument):
-    """A task argument cannot travel with the chosen codec."""
-
-
-class DecodeError(LannerError):
-    """A job's data cannot be turned back into task arguments; `group` says why."""
-
-    group = "lanner-undecodable"
-
-
-class BadSignature(DecodeError):
-    """A signed payload's signature does not match: it is never loaded."""
-
-    group = "lanner-bad-signature"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,18 +1,35 @@
-"""Lanner's exception tree, shared by every engine.
+"""Every error lanner raises on purpose, in one tree.
 
 LannerError
-├── Unsupported            the engine does not have this capability
-├── MalformedArgument      a caller passed a bad value or type (also a ValueError)
-│   ├── InvalidName        a queue, group, tag or worker name breaks the naming rule
-│   └── PayloadTooLarge    job data over the engine's size limit
-├── JobNotFound            no job with that jid (also a LookupError)
-├── InvalidState           the job exists but is in the wrong state for the command
-│   └── LockLost           the job is not running under this worker (or queue) any more
-├── EngineUnavailable      the store cannot be reached now (retrying later may work)
-└── SchemaError            the store was written by an incompatible lanner
+├── Unsupported                    the engine does not have this capability
+├── MalformedArgument              a bad value or type (also a ValueError); nothing changed
+│   ├── InvalidName                a queue, group, tag or worker name breaks the naming rule
+│   ├── PayloadTooLarge            job data over the engine's size limit; nothing was stored
+│   │   └── ChubbyTaskException    Kale's name, raised by publishing
+│   ├── ArgumentError              a task argument the codec cannot carry
+│   ├── ConfigError                a setting, a settings module or a queue config file is wrong
+│   │                              (Kale's name for it: ImproperlyConfiguredException)
+│   ├── InvalidTaskDelayException  Kale's: a publish asked for a delay the queue cannot honour
+│   └── InvalidTimeLimitTaskException
+│                                  Kale's: a task's time limit does not fit its queue's lease
+├── JobNotFound                    no job with that jid (also a LookupError)
+├── InvalidState                   the job is in the wrong state for the command
+│   └── LockLost                   the job is not running under this worker (or queue) any more
+├── EngineUnavailable              the store cannot be reached now (retrying later may work)
+├── SchemaError                    the store was written by an incompatible lanner
+├── DecodeError                    a job's data cannot become task arguments; `group` says why
+│   └── BadSignature               a signed payload whose signature does not match
+└── TaskException                  Kale's: about running tasks
+    ├── BlacklistedException       raised by `Task._check_blacklist`; never retried
+    └── TimeoutException           Kale's name for running too long
+        └── TimeLimitExceeded      raised inside a task at its `time_limit`
+
+`lanner.exceptions` is Kale's import path for the Kale names; `import lanner` gives them all.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class LannerError(Exception):
@@ -31,6 +48,9 @@ class Unsupported(LannerError):
         self.command = command
         self.capability = capability
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.engine, self.command, self.capability))
+
 
 class MalformedArgument(LannerError, ValueError):
     """A command was called with an argument of the wrong type or value."""
@@ -44,12 +64,72 @@ class PayloadTooLarge(MalformedArgument):
     """Job data is larger than the engine accepts; nothing was stored."""
 
 
+class ChubbyTaskException(PayloadTooLarge):
+    """A task's payload is larger than the engine accepts (Kale's name)."""
+
+
+class ArgumentError(MalformedArgument):
+    """A task argument cannot travel with the chosen codec."""
+
+
+class ConfigError(MalformedArgument):
+    """A configuration value is wrong: in a queue config file, a settings module, the environment.
+
+    The message starts with where the problem is, when that is known. The parts are also kept:
+    `source` (a file, a settings module, "environment", ...), `queue` (a queue's name) and
+    `field` (a queue field or a setting name); `problem` is the message without the location.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        source: str | None = None,
+        queue: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        location = [source] if source else []
+        if queue is not None:
+            location.append(f"queue {queue!r}")
+        super().__init__(": ".join([*location, problem]))
+        self.problem = problem
+        self.source = source
+        self.queue = queue
+        self.field = field
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The keyword-only arguments would be lost by BaseException's default pickling.
+        return (_rebuild_config_error, (self.problem, self.source, self.queue, self.field))
+
+
+def _rebuild_config_error(
+    problem: str, source: str | None, queue: str | None, field: str | None
+) -> ConfigError:
+    return ConfigError(problem, source=source, queue=queue, field=field)
+
+
+ImproperlyConfiguredException = ConfigError
+"""Kale's name for a configuration error."""
+
+
+class InvalidTaskDelayException(MalformedArgument):
+    """A publish asked for a delay the queue cannot honour (Kale's name)."""
+
+
+class InvalidTimeLimitTaskException(MalformedArgument):
+    """A task's time limit does not fit in its queue's visibility timeout (Kale's name)."""
+
+
 class JobNotFound(LannerError, LookupError):
     """No job has this jid."""
 
     def __init__(self, jid: str, command: str) -> None:
         super().__init__(f"{command}(): job {jid!r} does not exist")
         self.jid = jid
+        self.command = command
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.jid, self.command))
 
 
 class InvalidState(LannerError):
@@ -66,3 +146,31 @@ class EngineUnavailable(LannerError):
 
 class SchemaError(LannerError):
     """The store's schema cannot be used by this version of lanner."""
+
+
+class DecodeError(LannerError):
+    """A job's data cannot be turned back into task arguments; `group` says why."""
+
+    group = "lanner-undecodable"
+
+
+class BadSignature(DecodeError):
+    """A signed payload's signature does not match: it is never loaded."""
+
+    group = "lanner-bad-signature"
+
+
+class TaskException(LannerError):
+    """Base of the exceptions about running tasks (Kale's)."""
+
+
+class BlacklistedException(TaskException):
+    """Raised by `Task._check_blacklist` to refuse a task; never retried."""
+
+
+class TimeoutException(TaskException):
+    """Kale's name for a task that ran past its time limit."""
+
+
+class TimeLimitExceeded(TimeoutException):
+    """A task ran past its `time_limit`: raised inside the task (SIGALRM), then retried."""

@@ -29,56 +29,19 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import yaml
 
-from lanner.errors import InvalidName, MalformedArgument
+from lanner.errors import ConfigError, InvalidName
 from lanner.names import queue_name
 
 __all__ = [
     "DEFAULT_QUEUES",
-    "ConfigError",
     "QueueConfig",
     "load_queue_config",
     "queues_from_names",
 ]
-
-
-class ConfigError(MalformedArgument):
-    """A configuration value is wrong: in a queue config file, a settings module, the environment.
-
-    The message starts with where the problem is, when that is known. The parts are also kept:
-    `source` (a file, a settings module, "environment", ...), `queue` (a queue's name) and
-    `field` (a queue field or a setting name); `problem` is the message without the location.
-    """
-
-    def __init__(
-        self,
-        problem: str,
-        *,
-        source: str | None = None,
-        queue: str | None = None,
-        field: str | None = None,
-    ) -> None:
-        location = [source] if source else []
-        if queue is not None:
-            location.append(f"queue {queue!r}")
-        super().__init__(": ".join([*location, problem]))
-        self.problem = problem
-        self.source = source
-        self.queue = queue
-        self.field = field
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # The keyword-only arguments would be lost by BaseException's default pickling.
-        return (_rebuild_config_error, (self.problem, self.source, self.queue, self.field))
-
-
-def _rebuild_config_error(
-    problem: str, source: str | None, queue: str | None, field: str | None
-) -> ConfigError:
-    return ConfigError(problem, source=source, queue=queue, field=field)
 
 
 @dataclass(frozen=True, slots=True)

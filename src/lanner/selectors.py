@@ -20,6 +20,7 @@ from collections.abc import Set as AbstractSet
 from types import MappingProxyType
 from typing import Final, Protocol, TypeAlias, TypeVar, runtime_checkable
 
+from lanner import kale
 from lanner.errors import MalformedArgument
 
 __all__ = [
@@ -206,25 +207,13 @@ SELECTORS: Final[Mapping[str, SelectorFactory]] = MappingProxyType(
     }
 )
 
-# Kale settings name a class (QUEUE_SELECTOR = 'kale.queue_selector.ReducedLottery').
-_KALE_NAMES: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "kale.queue_selector.ReducedLottery": "reduced-lottery",
-        "kale.queue_selector.Lottery": "lottery",
-        "kale.queue_selector.HighestPriorityFirst": "highest-priority-first",
-        "kale.queue_selector.HighestPriorityLottery": "highest-priority-lottery",
-        "kale.queue_selector.LotteryLottery": "lottery-lottery",
-        "kale.queue_selector.Random": "random",
-    }
-)
-
 
 def resolve_selector(spec: str, *, rng: random.Random | None = None) -> QueueSelector:
     """Return a new selector for `spec`: a name in `SELECTORS`, one of Kale's class paths, or
     `package.module.ClassName` (instantiated with no arguments; `rng` is then not used)."""
     if not isinstance(spec, str):
         raise MalformedArgument(f"queue selector must be a str, not {type(spec).__name__}")
-    name = _KALE_NAMES.get(spec, spec)
+    name = kale.SELECTOR_PATHS.get(spec, spec)
     if name in SELECTORS:
         return SELECTORS[name](rng)
     module_name, _, attr = name.rpartition(".")

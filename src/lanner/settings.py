@@ -31,7 +31,8 @@ Nothing is read or imported when lanner is imported: settings exist only once a 
 A relative `QUEUE_CONFIG` in a settings module is relative to the module's file; from the
 environment or an override, it is relative to the working directory when `load_settings` runs.
 Kale's selector class paths (`kale.queue_selector.ReducedLottery`, ...) become lanner's
-selector names (`reduced-lottery`, ...). Errors are `lanner.queues.ConfigError`.
+selector names (`reduced-lottery`, ...); Kale's tables are in `lanner.kale`. Errors are
+`lanner.ConfigError`.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
-from lanner.queues import DEFAULT_QUEUES, ConfigError, QueueConfig, load_queue_config
+from lanner import kale
+from lanner.errors import ConfigError
+from lanner.queues import DEFAULT_QUEUES, QueueConfig, load_queue_config
 
 __all__ = [
-    "KALE_SELECTORS",
     "SETTINGS_MODULE_ENV",
     "Settings",
     "load_settings",
@@ -58,16 +60,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SETTINGS_MODULE_ENV: Final = "LANNER_SETTINGS_MODULE"
-
-KALE_SELECTORS: Final[Mapping[str, str]] = {
-    "kale.queue_selector.Random": "random",
-    "kale.queue_selector.Lottery": "lottery",
-    "kale.queue_selector.HighestPriorityFirst": "highest-priority-first",
-    "kale.queue_selector.HighestPriorityLottery": "highest-priority-lottery",
-    "kale.queue_selector.LotteryLottery": "lottery-lottery",
-    "kale.queue_selector.ReducedLottery": "reduced-lottery",
-}
-"""Kale's `QUEUE_SELECTOR` class paths and the lanner selector names they stand for."""
 
 MIN_HMAC_KEY_BYTES: Final = 16
 
@@ -147,7 +139,7 @@ def _path(value: object, name: str) -> str | None:
 
 def _selector(value: object, name: str) -> str:
     text = _text(value, name)
-    return KALE_SELECTORS.get(text, text)
+    return kale.SELECTOR_PATHS.get(text, text)
 
 
 def _seconds(value: object, name: str) -> float:
@@ -218,13 +210,12 @@ _CHECKS: Final[Mapping[str, Callable[[object, str], object]]] = {
     "on_worker_shutdown": _callback,
 }
 
-MODULE_NAMES: Final[Mapping[str, str]] = {
+_LANNER_MODULE_NAMES: Final[Mapping[str, str]] = {
     "BROKER_URL": "broker",
     "QUEUE_CONFIG": "queue_config",
     "QUEUE_SELECTOR": "queue_selector",
     "RETRY_DELAY_MULTIPLE_SEC": "retry_delay_multiple_sec",
     "RETRY_DELAY_MAX_SEC": "retry_delay_max_sec",
-    "SQS_MAX_TASK_DELAY_SEC": "retry_delay_max_sec",  # Kale's name
     "DIE_ON_RESIDENT_SET_SIZE_MB": "die_on_resident_set_size_mb",
     "MAX_TASKS_PER_CHILD": "max_tasks_per_child",
     "SHUTDOWN_TIMEOUT_SEC": "shutdown_timeout_sec",
@@ -234,31 +225,11 @@ MODULE_NAMES: Final[Mapping[str, str]] = {
     "ON_WORKER_STARTUP": "on_worker_startup",
     "ON_WORKER_SHUTDOWN": "on_worker_shutdown",
 }
-"""Settings-module names and the fields they set."""
-
-KALE_ONLY_NAMES: Final = frozenset(
-    {
-        "COMPRESSOR",
-        "DECOMPRESSOR",
-        "ENABLE_DEAD_LETTER_QUEUE",
-        "MESSAGE_QUEUE_ENDPOINT_URL",
-        "MESSAGE_QUEUE_PROXY_HOST",
-        "MESSAGE_QUEUE_PROXY_PORT",
-        "MESSAGE_QUEUE_USE_PROXY",
-        "PICKLE_PROTOCOL",
-        "PROPERLY_CONFIGURED",
-        "PUBLISHER_STR_FUNC",
-        "QUEUE_CLASS",
-        "RESET_TIMEOUT_THRESHOLD",
-        "SQS_QUEUE_TAG_FUNCTION",
-        "SQS_TASK_SIZE_LIMIT",
-        "TASK_MAPPER",
-        "TIMESTAMP_FUNC",
-        "USE_DEAD_LETTER_QUEUE",
-        "UTIL_CRYPT_CIPHER",
-    }
-)
-"""Kale's settings that lanner ignores (with a warning), besides every `AWS_*` name."""
+MODULE_NAMES: Final[Mapping[str, str]] = {
+    **_LANNER_MODULE_NAMES,
+    **{alias: _LANNER_MODULE_NAMES[name] for alias, name in kale.SETTING_ALIASES.items()},
+}
+"""Settings-module names and the fields they set, Kale's aliases (`lanner.kale`) included."""
 
 ENVIRONMENT_NAMES: Final[Mapping[str, str]] = {
     "LANNER_BROKER": "broker",
@@ -314,12 +285,11 @@ def _module_layer(module_name: str) -> dict[str, object]:
             module_name,
             ", ".join(ignored),
         )
-    if "RETRY_DELAY_MAX_SEC" in given and "SQS_MAX_TASK_DELAY_SEC" in given:
-        raise ConfigError(
-            "set RETRY_DELAY_MAX_SEC or Kale's SQS_MAX_TASK_DELAY_SEC, not both",
-            source=module_name,
-            field="RETRY_DELAY_MAX_SEC",
-        )
+    for alias, name in kale.SETTING_ALIASES.items():
+        if name in given and alias in given:
+            raise ConfigError(
+                f"set {name} or Kale's {alias}, not both", source=module_name, field=name
+            )
     values: dict[str, object] = {}
     for name, value in given.items():
         if name in MODULE_NAMES:
@@ -336,9 +306,7 @@ def _is_setting_name(name: str) -> bool:
 
 def _reject_unknown(given: Mapping[str, object], module_name: str) -> None:
     unknown = sorted(
-        name
-        for name in given
-        if name not in MODULE_NAMES and name not in KALE_ONLY_NAMES and not name.startswith("AWS_")
+        name for name in given if name not in MODULE_NAMES and not kale.is_ignored_setting(name)
     )
     if not unknown:
         return

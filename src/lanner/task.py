@@ -29,7 +29,7 @@ import traceback
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from lanner.exceptions import BlacklistedException
+from lanner.errors import BlacklistedException
 
 if TYPE_CHECKING:
     from lanner.app import App

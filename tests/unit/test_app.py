@@ -9,7 +9,7 @@ import pytest
 
 import lanner
 from lanner.app import App, default_app, set_default_app
-from lanner.codec import ArgumentError
+from lanner.errors import ArgumentError
 from lanner.exceptions import ChubbyTaskException, InvalidTimeLimitTaskException
 from lanner.queues import QueueConfig
 from lanner.settings import Settings

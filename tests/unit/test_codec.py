@@ -6,15 +6,13 @@ import json
 import pytest
 
 from lanner.codec import (
-    ArgumentError,
-    BadSignature,
-    DecodeError,
     JobIdentity,
     JSONCodec,
     Payload,
     SignedPickleCodec,
     decode,
 )
+from lanner.errors import ArgumentError, BadSignature, DecodeError
 
 JOB = JobIdentity("jid-1", "app.tasks.send", "emails")
 KEY = b"k" * 32

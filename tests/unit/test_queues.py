@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lanner.errors import MalformedArgument
+from lanner.errors import ConfigError, MalformedArgument
 from lanner.queues import (
     DEFAULT_QUEUES,
-    ConfigError,
     QueueConfig,
     load_queue_config,
     queues_from_names,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lanner.queues import DEFAULT_QUEUES, ConfigError
+from lanner.errors import ConfigError
+from lanner.queues import DEFAULT_QUEUES
 from lanner.settings import Settings, load_settings
 
 QUEUE_YAML = """\

@@ -30,9 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lanner.codec import DecodeError, JobIdentity, Payload, decode
-from lanner.errors import EngineUnavailable, LannerError
-from lanner.exceptions import TimeoutException
+from lanner.codec import JobIdentity, Payload, decode
+from lanner.errors import DecodeError, EngineUnavailable, LannerError, TimeoutException
 from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
@@ -436,9 +435,10 @@ class Backoff:
 
 
 def exception_group(error: BaseException) -> str:
-    """The failure group of an exception: its class, qualified unless built in."""
+    """The failure group of an exception: its class name if built in or lanner's own (so that
+    a soft and a hard time limit share `TimeLimitExceeded`), else module.qualname."""
     kind = type(error)
-    if kind.__module__ == "builtins":
+    if kind.__module__ in ("builtins", "lanner.errors"):
         return kind.__qualname__
     return f"{kind.__module__}.{kind.__qualname__}"
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-from lanner.exceptions import TimeLimitExceeded
+from lanner.errors import TimeLimitExceeded
 
 _armed_for = 0.0  # the limit of the task running now; 0 when none
 
