@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 from lanner.job import Job
 
@@ -13,9 +13,8 @@ ConfigValue: TypeAlias = str | int | float
 DEFAULT_RETRIES: Final = 5
 
 
-@dataclass(frozen=True, slots=True)
-class NewJob:
-    """The arguments of one `put`, for `put_many`."""
+class NewJob(NamedTuple):
+    """The arguments of one `put`, for `put_many` (and how engines carry a checked put)."""
 
     queue: str
     jid: str

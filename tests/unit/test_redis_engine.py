@@ -31,13 +31,9 @@ from lanner import (
     NewJob,
     PayloadTooLarge,
 )
-from lanner.engines.redis.engine import (
-    RedisAddress,
-    RedisEngine,
-    RedisOptions,
-    _translate,
-    parse_url,
-)
+from lanner.engines.redis.connection import RedisAddress, RedisOptions, parse_url
+from lanner.engines.redis.engine import RedisEngine
+from lanner.engines.redis.replies import translate
 from lanner.engines.redis.script import build_script
 
 T0 = 1000.0
@@ -497,7 +493,7 @@ def test_a_blocked_pop_does_not_hold_up_other_threads(engine: RedisEngine) -> No
 def test_error_replies_map_to_lanner_errors(
     command: str, message: str, error: type[LannerError]
 ) -> None:
-    translated = _translate(command, message)
+    translated = translate(command, message)
     assert type(translated) is error
     assert command in str(translated)
 

@@ -56,7 +56,8 @@ def test_kill_9_mid_work_loses_no_job(tmp_path: Path) -> None:
     child.stdout.close()
 
     with SQLiteEngine(path) as engine:
-        assert engine._connection().execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        with engine.database.statement() as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         completed = set(engine.jobs("complete", count=JOBS))
         held = set(engine.jobs("running", "q", count=JOBS))
         waiting = set(engine.jobs("waiting", "q", count=JOBS))

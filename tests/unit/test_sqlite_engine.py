@@ -24,7 +24,8 @@ def test_database_file_is_created_private(tmp_path: Path) -> None:
 
 
 def pragma(engine: SQLiteEngine, name: str) -> object:
-    return engine._connection().execute(f"PRAGMA {name}").fetchone()[0]
+    with engine.database.statement() as conn:
+        return conn.execute(f"PRAGMA {name}").fetchone()[0]
 
 
 def test_wal_and_synchronous_full_by_default(tmp_path: Path) -> None:
@@ -101,7 +102,7 @@ def test_reopening_keeps_jobs(tmp_path: Path) -> None:
 def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
     engine = SQLiteEngine(tmp_path / "jobs.db")
     engine.put("q", "a", "K", now=1)
-    parent_connection = engine._connection()
+    parent_connection = engine.database._connection()
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: pop through the inherited engine object
@@ -110,7 +111,7 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
             jobs = engine.pop("q", "child", now=2)
             ok = [job.jid for job in jobs] == [
                 "a"
-            ] and engine._connection() is not parent_connection
+            ] and engine.database._connection() is not parent_connection
             os.write(write, b"1" if ok else b"0")
         finally:
             os._exit(0)
@@ -120,7 +121,7 @@ def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
     job = engine.get("a")
     assert job is not None
     assert job.worker == "child"
-    assert engine._connection() is parent_connection
+    assert engine.database._connection() is parent_connection
 
 
 def test_idle_blocked_pops_do_not_write(tmp_path: Path) -> None:
@@ -130,7 +131,7 @@ def test_idle_blocked_pops_do_not_write(tmp_path: Path) -> None:
     workers = [SQLiteEngine(path) for _ in range(2)]
     for index, engine in enumerate(workers):  # each registers itself once, now
         assert engine.pop("q", f"w{index}") == []
-    version = observer._connection().execute("PRAGMA data_version").fetchone()[0]
+    version = pragma(observer, "data_version")
     results: list[list[object]] = []
     threads = [
         threading.Thread(
@@ -143,7 +144,7 @@ def test_idle_blocked_pops_do_not_write(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(timeout=10)
     assert results == [[], []]
-    assert observer._connection().execute("PRAGMA data_version").fetchone()[0] == version
+    assert pragma(observer, "data_version") == version
     for engine in [observer, *workers]:
         engine.close()
 

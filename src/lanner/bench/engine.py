@@ -305,7 +305,7 @@ def drain_worker(context: ChildContext, url: str, queue: str, worker: str, batch
 
 def _redis_client(url: str) -> redis.Redis:
     """The engine's kind of redis-py client for a lanner Redis URL, without the engine."""
-    from lanner.engines.redis.engine import parse_url, redis_client
+    from lanner.engines.redis.connection import parse_url, redis_client
 
     address, options = parse_url(url)
     # A BLPOP's reply may take its whole timeout on top of a command's.

@@ -1,0 +1,610 @@
+"""The argument checks of every engine command: one checker per command, for every engine.
+
+An engine method hands its arguments to its command's checker, which returns them as one
+record, or raises `MalformedArgument` (an `InvalidName`, a `PayloadTooLarge`) naming the
+bad one before anything is stored. The engine then works only with the record. Records
+carry the command's `now`, resolved here (None: the current time), so engines never read
+the clock for a command on their own; `Pop.now` stays None for the clock, because a
+blocking pop reads it again on each try. Records are NamedTuples: put_many and pop are hot
+paths, and a frozen dataclass takes several times as long to build.
+
+Commands of one argument check it with `names.label` or `names.queue_name` directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Final, NamedTuple
+
+from lanner.errors import MalformedArgument, PayloadTooLarge
+from lanner.names import label, labels, queue_name, queue_names, sequence, unique_labels
+from lanner.records import ConfigValue, NewJob
+
+LISTABLE_STATES: Final = ("complete", "waiting", "running", "stalled", "scheduled", "depends")
+"""The states `jobs()` lists (and `recurring`, for templates)."""
+
+RECUR_FIELDS: Final = ("priority", "interval", "retries", "data", "klass", "queue", "backlog")
+"""What `recur_update` can change."""
+
+
+# -- values -------------------------------------------------------------------------------
+def integer(value: object, what: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedArgument(f"{what} must be an int, not {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise MalformedArgument(f"{what} must be >= {minimum}, not {value}")
+    return value
+
+
+def seconds(value: object, what: str) -> float:
+    """A finite, non-negative number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise MalformedArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
+    if not math.isfinite(value) or value < 0:
+        raise MalformedArgument(f"{what} must be a finite number >= 0, not {value}")
+    return float(value)
+
+
+def timestamp(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MalformedArgument(f"now must be a finite number (a Unix time), not {value!r}")
+    return float(value)
+
+
+def now(value: float | None) -> float:
+    """The `now` of a command: the current time when None, else a checked timestamp."""
+    return time.time() if value is None else timestamp(value)
+
+
+def json_text(value: object, what: str, limit: int) -> str:
+    """Return `value` if it is JSON text of at most `limit` UTF-8 bytes."""
+    if not isinstance(value, str):
+        raise MalformedArgument(f"{what} must be JSON text (a str), not {type(value).__name__}")
+    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise PayloadTooLarge(f"{what} is {size} bytes; this engine accepts at most {limit}")
+    try:
+        _STRICT_JSON.decode(value)
+    except ValueError as error:
+        raise MalformedArgument(f"{what} is not valid JSON: {error}") from None
+    return value
+
+
+def _reject_constant(name: str) -> object:
+    # Python's json accepts NaN and Infinity, which JSON (and other languages' clients) do not.
+    raise ValueError(f"{name} is not JSON")
+
+
+# One decoder for every check: json.loads with an option builds a new one per call.
+_STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def optional_data(value: object, limit: int) -> str | None:
+    """Job data that replaces the job's own, or None to keep it."""
+    return None if value is None else json_text(value, "data", limit)
+
+
+def message(value: object) -> str:
+    """A failure message: any text (tracebacks included)."""
+    if not isinstance(value, str):
+        raise MalformedArgument(f"message must be a str, not {type(value).__name__}")
+    return value
+
+
+def interval(value: object) -> float:
+    """A recurring job's interval: a finite number of seconds above 0."""
+    checked = seconds(value, "interval")
+    if checked <= 0:
+        raise MalformedArgument("interval must be > 0 seconds")
+    return checked
+
+
+def worker_or_anyone(value: object) -> str:
+    """The worker a put names, or '' for none."""
+    return "" if value == "" else label(value, "worker")
+
+
+# -- putting work -------------------------------------------------------------------------
+class Put(NamedTuple):
+    """put, requeue, put_many: the jobs, each checked, who puts them, and when."""
+
+    jobs: list[NewJob]
+    worker: str
+    now: float
+
+
+def new_job(
+    queue: object,
+    jid: object,
+    klass: object,
+    data: object,
+    delay: object,
+    priority: object,
+    tags: object,
+    retries: object,
+    depends: object,
+    limit: int,
+) -> NewJob:
+    """One job's put arguments, checked (None: keep the job's value on a move)."""
+    return NewJob(
+        queue_name(queue),
+        label(jid, "jid"),
+        label(klass, "klass"),
+        json_text(data, "data", limit),
+        seconds(delay, "delay"),
+        None if priority is None else integer(priority, "priority"),
+        None if tags is None else unique_labels(tags, "tags"),  # type: ignore[arg-type]
+        None if retries is None else integer(retries, "retries", 0),
+        None if depends is None else unique_labels(depends, "depends"),  # type: ignore[arg-type]
+    )
+
+
+def put(
+    queue: object,
+    jid: object,
+    klass: object,
+    data: object,
+    delay: object,
+    priority: object,
+    tags: object,
+    retries: object,
+    depends: object,
+    worker: object,
+    when: float | None,
+    limit: int,
+) -> Put:
+    job = new_job(queue, jid, klass, data, delay, priority, tags, retries, depends, limit)
+    return Put([job], worker_or_anyone(worker), now(when))
+
+
+def put_many(jobs: object, when: float | None, limit: int) -> Put:
+    if not isinstance(jobs, Sequence) or isinstance(jobs, NewJob | str):
+        raise MalformedArgument(f"jobs must be a list of NewJob, not {type(jobs).__name__}")
+    checked = []
+    for job in jobs:
+        if not isinstance(job, NewJob):
+            raise MalformedArgument(f"put_many() takes NewJob values, not {type(job).__name__}")
+        checked.append(new_job(*job, limit))
+    return Put(checked, "", now(when))
+
+
+# -- taking work --------------------------------------------------------------------------
+class Pop(NamedTuple):
+    queue: str
+    worker: str
+    limit: int  # at most this many jobs
+    wait: float
+    now: float | None  # None: the clock, read at each try of a blocking pop
+
+
+def pop(queue: object, worker: object, count: object, wait: object, when: float | None) -> Pop:
+    return Pop(
+        queue_name(queue),
+        label(worker, "worker"),
+        integer(count, "count", 1),
+        seconds(wait, "wait"),
+        None if when is None else timestamp(when),
+    )
+
+
+class Peek(NamedTuple):
+    queue: str
+    limit: int
+    now: float
+
+
+def peek(queue: object, count: object, when: float | None) -> Peek:
+    return Peek(queue_name(queue), integer(count, "count", 1), now(when))
+
+
+class Heartbeat(NamedTuple):
+    jid: str
+    worker: str
+    data: str | None
+    now: float
+
+
+def heartbeat(
+    jid: object, worker: object, data: object, when: float | None, limit: int
+) -> Heartbeat:
+    return Heartbeat(
+        label(jid, "jid"), label(worker, "worker"), optional_data(data, limit), now(when)
+    )
+
+
+# -- finishing work -----------------------------------------------------------------------
+class Complete(NamedTuple):
+    jid: str
+    worker: str
+    queue: str
+    data: str | None
+    next: str | None
+    delay: float
+    depends: list[str] | None
+    now: float
+
+
+def complete(
+    jid: object,
+    worker: object,
+    queue: object,
+    data: object,
+    next_queue: object,
+    delay: object,
+    depends: object,
+    when: float | None,
+    limit: int,
+) -> Complete:
+    checked_jid, checked_worker = label(jid, "jid"), label(worker, "worker")
+    checked_queue = queue_name(queue)
+    checked_data = optional_data(data, limit)
+    checked_delay = seconds(delay, "delay")
+    if next_queue is None:
+        if checked_delay or depends:
+            raise MalformedArgument("complete(): delay and depends need a next queue")
+        return Complete(
+            checked_jid, checked_worker, checked_queue, checked_data, None, 0.0, None, now(when)
+        )
+    return Complete(
+        checked_jid,
+        checked_worker,
+        checked_queue,
+        checked_data,
+        queue_name(next_queue, "next queue"),
+        checked_delay,
+        None if depends is None else unique_labels(depends, "depends"),  # type: ignore[arg-type]
+        now(when),
+    )
+
+
+class Settle(NamedTuple):
+    """complete_many and release: jobs a worker holds in a queue."""
+
+    jids: list[str]
+    worker: str
+    queue: str
+    delay: float
+    now: float
+
+
+def settle(
+    jids: object, worker: object, queue: object, delay: object, when: float | None
+) -> Settle:
+    return Settle(
+        unique_labels(jids, "jids"),  # type: ignore[arg-type]
+        label(worker, "worker"),
+        queue_name(queue),
+        seconds(delay, "delay"),
+        now(when),
+    )
+
+
+class Fail(NamedTuple):
+    jid: str
+    worker: str
+    group: str
+    message: str
+    data: str | None
+    now: float
+
+
+def fail(
+    jid: object,
+    worker: object,
+    group: object,
+    text: object,
+    data: object,
+    when: float | None,
+    limit: int,
+) -> Fail:
+    return Fail(
+        label(jid, "jid"),
+        label(worker, "worker"),
+        label(group, "group"),
+        message(text),
+        optional_data(data, limit),
+        now(when),
+    )
+
+
+class Retry(NamedTuple):
+    jid: str
+    queue: str
+    worker: str
+    delay: float
+    group: str | None
+    message: str | None
+    now: float
+
+
+def retry(
+    jid: object,
+    queue: object,
+    worker: object,
+    delay: object,
+    group: object,
+    text: object,
+    when: float | None,
+) -> Retry:
+    return Retry(
+        label(jid, "jid"),
+        queue_name(queue),
+        label(worker, "worker"),
+        seconds(delay, "delay"),
+        None if group is None else label(group, "group"),
+        None if text is None else message(text),
+        now(when),
+    )
+
+
+# -- managing jobs ------------------------------------------------------------------------
+class Jids(NamedTuple):
+    """cancel, timeout (each jid once) and multiget (in the order asked)."""
+
+    jids: list[str]
+    now: float
+
+
+def jids(values: object, when: float | None, *, unique: bool = True) -> Jids:
+    check = unique_labels if unique else labels
+    return Jids(check(values, "jids"), now(when))  # type: ignore[arg-type]
+
+
+class JobPriority(NamedTuple):
+    jid: str
+    priority: int
+    now: float
+
+
+def priority(jid: object, value: object, when: float | None) -> JobPriority:
+    return JobPriority(label(jid, "jid"), integer(value, "priority"), now(when))
+
+
+# -- queues -------------------------------------------------------------------------------
+class QueueAt(NamedTuple):
+    """queue_counts, length."""
+
+    queue: str
+    now: float
+
+
+def queue_at(queue: object, when: float | None) -> QueueAt:
+    return QueueAt(queue_name(queue), now(when))
+
+
+class Listing(NamedTuple):
+    """jobs(): which state, of which queue (None for complete jobs), which page."""
+
+    state: str
+    queue: str | None
+    offset: int
+    limit: int
+    now: float
+
+
+def listing(
+    state: object, queue: object, offset: object, count: object, when: float | None
+) -> Listing:
+    if state not in (*LISTABLE_STATES, "recurring"):
+        raise MalformedArgument(
+            f"jobs(): unknown state {state!r}; known: {', '.join(LISTABLE_STATES)}, recurring"
+        )
+    checked_offset, checked_count = integer(offset, "offset", 0), integer(count, "count", 0)
+    checked_queue = None
+    if state != "complete":
+        if queue is None:
+            raise MalformedArgument(f"jobs(): state {state!r} needs a queue")
+        checked_queue = queue_name(queue)
+    return Listing(str(state), checked_queue, checked_offset, checked_count, now(when))
+
+
+class Queues(NamedTuple):
+    """pause, unpause, queue_forget."""
+
+    queues: list[str]
+    now: float
+
+
+def queues(values: object, when: float | None) -> Queues:
+    return Queues(queue_names(sequence(values, "queues")), now(when))
+
+
+class Page(NamedTuple):
+    """failed (key: the group), tagged (key: the tag), tags_top (key: '')."""
+
+    key: str
+    offset: int
+    limit: int
+    now: float
+
+
+def failed_page(group: object, start: object, limit: object, when: float | None) -> Page:
+    return Page(
+        label(group, "group"), integer(start, "start", 0), integer(limit, "limit", 0), now(when)
+    )
+
+
+def tagged_page(tag: object, offset: object, count: object, when: float | None) -> Page:
+    return Page(
+        label(tag, "tag"), integer(offset, "offset", 0), integer(count, "count", 0), now(when)
+    )
+
+
+def top_page(offset: object, count: object, when: float | None) -> Page:
+    return Page("", integer(offset, "offset", 0), integer(count, "count", 0), now(when))
+
+
+class Unfail(NamedTuple):
+    queue: str
+    group: str
+    limit: int
+    now: float
+
+
+def unfail(queue: object, group: object, count: object, when: float | None) -> Unfail:
+    return Unfail(queue_name(queue), label(group, "group"), integer(count, "count", 0), now(when))
+
+
+# -- configuration ------------------------------------------------------------------------
+def config_key(key: object) -> str:
+    return label(key, "config key")
+
+
+class Setting(NamedTuple):
+    key: str
+    value: ConfigValue
+
+
+def config_set(key: object, value: object) -> Setting:
+    checked_key = config_key(key)
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise MalformedArgument(
+            f"config value must be a str, int or float, not {type(value).__name__}"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise MalformedArgument(f"config value must be finite, not {value}")
+    return Setting(checked_key, value)
+
+
+# -- optional capabilities ----------------------------------------------------------------
+class Depends(NamedTuple):
+    """depends_add, depends_remove (jids None: all of them)."""
+
+    jid: str
+    jids: list[str] | None
+    now: float
+
+
+def depends(jid: object, values: object, when: float | None) -> Depends:
+    checked = None if values is None else unique_labels(values, "jids")  # type: ignore[arg-type]
+    return Depends(label(jid, "jid"), checked, now(when))
+
+
+class Retag(NamedTuple):
+    """tag_add, tag_remove, recur_tag, recur_untag."""
+
+    jid: str
+    tags: list[str]
+    now: float
+
+
+def retag(jid: object, tags: object, when: float | None) -> Retag:
+    return Retag(label(jid, "jid"), unique_labels(tags, "tags"), now(when))  # type: ignore[arg-type]
+
+
+class Log(NamedTuple):
+    jid: str
+    message: str
+    details: dict[str, object]  # JSON values; never `what` or `when`
+    now: float
+
+
+def log(jid: object, text: object, data: object, when: float | None) -> Log:
+    checked_jid, checked_message = label(jid, "jid"), label(text, "message")
+    if data is not None and not isinstance(data, Mapping):
+        raise MalformedArgument(f"log data must be a mapping, not {type(data).__name__}")
+    details = {str(k): v for k, v in (data or {}).items() if k not in ("what", "when")}
+    try:
+        json.dumps(details, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise MalformedArgument(f"log data is not JSON-serialisable: {error}") from None
+    return Log(checked_jid, checked_message, details, now(when))
+
+
+class Stats(NamedTuple):
+    queue: str
+    date: float
+
+
+def stats(queue: object, date: object) -> Stats:
+    return Stats(queue_name(queue), timestamp(date))
+
+
+class WorkerAt(NamedTuple):
+    worker: str
+    now: float
+
+
+def worker_at(worker: object, when: float | None) -> WorkerAt:
+    return WorkerAt(label(worker, "worker"), now(when))
+
+
+class Recur(NamedTuple):
+    """A recurring template; its first run is due at `now + offset`."""
+
+    queue: str
+    jid: str
+    klass: str
+    data: str
+    interval: float
+    offset: float
+    priority: int
+    tags: list[str]
+    retries: int
+    backlog: int
+    now: float
+
+
+def recur(
+    queue: object,
+    jid: object,
+    klass: object,
+    data: object,
+    every: object,
+    offset: object,
+    priority: object,
+    tags: object,
+    retries: object,
+    backlog: object,
+    when: float | None,
+    limit: int,
+) -> Recur:
+    return Recur(
+        queue_name(queue),
+        label(jid, "jid"),
+        label(klass, "klass"),
+        json_text(data, "data", limit),
+        interval(every),
+        seconds(offset, "offset"),
+        integer(priority, "priority"),
+        unique_labels(tags, "tags"),  # type: ignore[arg-type]
+        integer(retries, "retries", 0),
+        integer(backlog, "backlog", 0),
+        now(when),
+    )
+
+
+class RecurUpdate(NamedTuple):
+    jid: str
+    changes: dict[str, str | int | float]  # field of RECUR_FIELDS -> checked value
+    now: float
+
+
+def recur_update(jid: object, changes: object, when: float | None, limit: int) -> RecurUpdate:
+    checked_jid = label(jid, "jid")
+    if not isinstance(changes, Mapping):
+        raise MalformedArgument(f"changes must be a mapping, not {type(changes).__name__}")
+    unknown = sorted(str(key) for key in set(changes) - set(RECUR_FIELDS))
+    if unknown:
+        raise MalformedArgument(
+            f"recur_update(): unknown field(s) {', '.join(unknown)}; "
+            f"known: {', '.join(RECUR_FIELDS)}"
+        )
+    checked: dict[str, str | int | float] = {}
+    for key, value in changes.items():
+        if key == "priority":
+            checked[key] = integer(value, key)
+        elif key in ("retries", "backlog"):
+            checked[key] = integer(value, key, 0)
+        elif key == "interval":
+            checked[key] = interval(value)
+        elif key == "data":
+            checked[key] = json_text(value, "data", limit)
+        elif key == "klass":
+            checked[key] = label(value, "klass")
+        else:
+            checked[key] = queue_name(value)
+    return RecurUpdate(checked_jid, checked, now(when))

@@ -1,0 +1,102 @@
+"""What the Redis engine sends its Lua core: checked command records as the core's argv.
+
+Every command is `<command> <now> <args...>`; `text` writes each argument as the core
+reads it. Lists go as JSON arrays, and a batch put as one JSON array of job objects.
+`replies.py` is the way back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from lanner import checks
+from lanner.records import NewJob
+
+Arg = str | int | float
+
+
+def text(value: Arg) -> str:
+    """An argument as the core reads it: floats with full precision."""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def json_list(values: Sequence[str]) -> str:
+    return json.dumps(list(values), separators=(",", ":"))
+
+
+def put(job: NewJob, worker: str) -> list[Arg]:
+    """qless's `put` (and `requeue`): options given only when not None (kept on a move)."""
+    args: list[Arg] = [worker, job.queue, job.jid, job.klass, job.data, job.delay]
+    if job.priority is not None:
+        args += ["priority", job.priority]
+    if job.retries is not None:
+        args += ["retries", job.retries]
+    if job.tags is not None:
+        args += ["tags", json_list(job.tags)]
+    if job.depends is not None:
+        args += ["depends", json_list(job.depends)]
+    return args
+
+
+def put_many(jobs: Sequence[NewJob]) -> str:
+    """`lanner.put_many`'s one argument: the jobs as JSON objects, None options left out."""
+    objects = [{k: v for k, v in job._asdict().items() if v is not None} for job in jobs]
+    return json.dumps(objects, separators=(",", ":"))
+
+
+def complete(command: checks.Complete) -> list[Arg]:
+    args: list[Arg] = [command.jid, command.worker, command.queue, command.data or ""]
+    if command.next is not None:
+        args += ["next", command.next, "delay", command.delay]
+        if command.depends is not None:
+            args += ["depends", json_list(command.depends)]
+    return args
+
+
+def retry(command: checks.Retry) -> list[Arg]:
+    args: list[Arg] = [command.jid, command.queue, command.worker, command.delay]
+    if command.group is not None or command.message is not None:
+        # qless takes a message only with a group: name the default group then.
+        args.append(command.group or f"failed-retries-{command.queue}")
+        if command.message is not None:
+            args.append(command.message)
+    return args
+
+
+def optional(*args: Arg | None) -> list[Arg]:
+    """Arguments up to the first None (the core's optional trailing arguments)."""
+    given: list[Arg] = []
+    for arg in args:
+        if arg is None:
+            break
+        given.append(arg)
+    return given
+
+
+def page(command: checks.Page, verb: str | None = None) -> list[Arg]:
+    """A page of a failure group or a tag, or of the top tags: [verb] [key] offset count."""
+    args: list[Arg] = [] if verb is None else [verb]
+    if command.key:
+        args.append(command.key)
+    return [*args, command.offset, command.limit]
+
+
+def recur(command: checks.Recur) -> list[Arg]:
+    return [
+        command.queue, command.jid, command.klass, command.data,
+        "interval", command.interval, command.offset,
+        "priority", command.priority,
+        "tags", json_list(command.tags),
+        "retries", command.retries,
+        "backlog", command.backlog,
+    ]  # fmt: skip
+
+
+def recur_update(command: checks.RecurUpdate) -> list[Arg]:
+    args: list[Arg] = [command.jid]
+    for key, value in command.changes.items():
+        args += [key, value]
+    return args

@@ -1,0 +1,230 @@
+"""How the Redis engine reaches Redis: URLs, options, and redis-py clients that retry.
+
+URLs: `redis://[user:password@]host[:port][/db][?option=value&...]`; `rediss://` for TLS
+with certificate and host name verification. Options are `RedisOptions`' fields.
+
+Clients retry a command with exponential backoff on connection errors and timeouts
+(reconnecting), and check idle connections (`health_check_interval`), so that a worker
+survives a Redis restart. A command whose reply was lost in a disconnection is sent again:
+a `pop` may then lock a job nobody receives, which comes back when its lock expires
+(delivery is at-least-once).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+try:
+    import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import AuthenticationError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+    from redis.retry import Retry
+except ModuleNotFoundError as missing:  # pragma: no cover - depends on the installation
+    raise ModuleNotFoundError(
+        "the Redis engine needs redis-py: pip install 'lanner[redis]'", name=missing.name
+    ) from missing
+
+from lanner.engines.redis.caller import LUA_MODES, LuaMode
+from lanner.engines.urloptions import options_from_query
+from lanner.errors import MalformedArgument
+
+__all__ = ["RedisAddress", "RedisOptions", "hide_password", "parse_url", "redis_client"]
+
+DEFAULT_PORT: Final = 6379
+
+T = TypeVar("T")
+
+# Set while this thread is inside a retrying call, so that a retrying call nested in it
+# (redis-py reconnects inside a command, with the same policy) tries only once.
+_RETRYING = threading.local()
+
+
+class _Retry(Retry):
+    """redis-py's retry with backoff, counted once per command, and never for a bad password.
+
+    redis-py retries a command, and inside it the reconnection, each with the same policy:
+    a server that is down would be tried (retries + 1) squared times. Here the nested
+    reconnection tries once and the command's retries pace the whole wait. An
+    `AuthenticationError` (a `ConnectionError` to redis-py) is raised at once.
+    """
+
+    def call_with_retry(
+        self, do: Callable[[], T], fail: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> T:
+        is_retryable = kwargs.get("is_retryable", args[0] if args else None)
+        counted = bool(kwargs.get("with_failure_count", args[1] if len(args) > 1 else False))
+
+        def failed(error: Exception, failures: int) -> None:
+            if counted:
+                fail(error, failures)
+            else:
+                fail(error)
+
+        if getattr(_RETRYING, "active", False):
+            try:
+                return do()
+            except self._supported_errors as error:
+                failed(error, 1)
+                raise
+        _RETRYING.active = True
+        try:
+            backoff: Any = self._backoff  # reset() has no type hints in redis-py
+            backoff.reset()
+            failures = 0
+            while True:
+                try:
+                    return do()
+                except self._supported_errors as error:
+                    failures += 1
+                    failed(error, failures)
+                    if (
+                        isinstance(error, AuthenticationError)
+                        or (is_retryable is not None and not is_retryable(error))
+                        or 0 <= self._retries < failures
+                    ):
+                        raise
+                    time.sleep(backoff.compute(failures))
+        finally:
+            _RETRYING.active = False
+
+
+@dataclass(frozen=True, slots=True)
+class RedisOptions:
+    """How the Redis engine connects, and its limits (URL query parameters).
+
+    max_data_bytes          the largest job data `put` accepts (Redis allows 512 MB).
+    socket_timeout          seconds to wait for a command's reply.
+    socket_connect_timeout  seconds to wait for a connection.
+    health_check_interval   a connection idle this many seconds is checked (PING) first.
+    retries                 how many times a command is retried after a connection error
+                            or timeout (reconnecting), with exponential backoff: by
+                            default for about 33 s, then the error is raised.
+    backoff_base            the first pause between retries is twice this (seconds),
+                            doubling each time ...
+    backoff_cap             ... up to this many seconds.
+    ssl_ca_certs            for rediss://: a CA bundle file to verify the server with
+                            (default: the system's).
+    lua                     how the Lua core is called: "function" (FCALL of a function
+                            library, Redis 7+), "script" (EVALSHA, as qless does) or
+                            "auto": a function where Redis allows it, else a script.
+    """
+
+    max_data_bytes: int = 10 * 1024 * 1024
+    socket_timeout: float = 10.0
+    socket_connect_timeout: float = 5.0
+    health_check_interval: int = 30
+    retries: int = 20
+    backoff_base: float = 0.05
+    backoff_cap: float = 2.0
+    ssl_ca_certs: str = ""
+    lua: LuaMode = "auto"
+
+    def __post_init__(self) -> None:
+        if self.lua not in LUA_MODES:
+            raise MalformedArgument(f"lua must be one of {', '.join(LUA_MODES)}, not {self.lua!r}")
+        for name in ("socket_timeout", "socket_connect_timeout", "backoff_base", "backoff_cap"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise MalformedArgument(f"{name} must be > 0 seconds, not {value}")
+        if self.health_check_interval < 0:
+            raise MalformedArgument("health_check_interval must be >= 0 seconds")
+        if self.retries < 0:
+            raise MalformedArgument("retries must be >= 0")
+        if self.max_data_bytes < 2:
+            raise MalformedArgument("max_data_bytes must be at least 2")
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, str]) -> RedisOptions:
+        return options_from_query(cls, query, "Redis")
+
+
+@dataclass(frozen=True, slots=True)
+class RedisAddress:
+    """Where the server is, parsed from a redis:// or rediss:// URL."""
+
+    host: str
+    port: int
+    db: int
+    username: str | None
+    password: str | None
+    tls: bool
+
+    def __repr__(self) -> str:  # never show the password
+        user = f"{self.username}@" if self.username else ""
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{user}{self.host}:{self.port}/{self.db}"
+
+
+def parse_url(url: str) -> tuple[RedisAddress, RedisOptions]:
+    """Split a redis:// or rediss:// URL into the server's address and lanner's options."""
+    if not isinstance(url, str):
+        raise MalformedArgument(f"Redis URL must be a str, not {type(url).__name__}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise MalformedArgument(f"not a Redis URL (redis:// or rediss://): {hide_password(url)!r}")
+    try:
+        port = parts.port or DEFAULT_PORT
+    except ValueError:
+        raise MalformedArgument(f"bad port in Redis URL {hide_password(url)!r}") from None
+    path = parts.path.strip("/")
+    if path and not path.isdigit():
+        raise MalformedArgument(
+            f"bad database in Redis URL {hide_password(url)!r}: the path must be a number (/0)"
+        )
+    if parts.fragment:
+        raise MalformedArgument(f"a Redis URL has no #fragment: {hide_password(url)!r}")
+    address = RedisAddress(
+        host=parts.hostname or "localhost",
+        port=port,
+        db=int(path) if path else 0,
+        username=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password is not None else None,
+        tls=parts.scheme == "rediss",
+    )
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    options = RedisOptions.from_query(query)
+    if options.ssl_ca_certs and not address.tls:
+        raise MalformedArgument("ssl_ca_certs needs a rediss:// URL")
+    return address, options
+
+
+def hide_password(url: str) -> str:
+    """The URL without its password, for error messages."""
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
+
+
+def redis_client(
+    address: RedisAddress, options: RedisOptions, socket_timeout: float
+) -> redis.Redis:
+    """A redis-py client as the engine uses one: timeouts, retries with backoff, TLS."""
+    return redis.Redis(
+        host=address.host,
+        port=address.port,
+        db=address.db,
+        username=address.username,
+        password=address.password,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=options.socket_connect_timeout,
+        socket_keepalive=True,
+        health_check_interval=options.health_check_interval,
+        retry=_Retry(
+            ExponentialBackoff(cap=options.backoff_cap, base=options.backoff_base),
+            options.retries,
+        ),
+        retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        ssl=address.tls,
+        ssl_cert_reqs="required",
+        ssl_check_hostname=True,
+        ssl_ca_certs=options.ssl_ca_certs or None,
+        decode_responses=True,
+        client_name="lanner",
+    )

@@ -1,0 +1,187 @@
+"""Taking work from a queue of the SQLite engine: pop's transaction, and what peek shows.
+
+A pop, in order: nothing from a paused queue; at most `<queue>-max-concurrency` running;
+expired locks first (qless's grace period, then a retry spent), then jobs `timeout`
+stalled, then due recurring runs and scheduled jobs join the waiting ones, which are taken
+by priority, readiness and insertion order. `has_work` and `next_due` let a blocked pop
+wait without writing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+
+from lanner.engines.sqlite import config as settings
+from lanner.engines.sqlite import jobs, recurring, rows, stats
+from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
+from lanner.job import Job
+
+
+def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: float) -> list[Job]:
+    """Lock up to `count` jobs of `queue` for `worker` (one pop's transaction)."""
+    row = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
+    if row is not None and row[0]:
+        return []
+    config = settings.read_all(conn)
+    # Refreshed at most once a second: an idle worker's empty pops must not write,
+    # or each commit would wake every other blocked worker (see the blocking pop).
+    conn.execute(
+        "INSERT INTO workers (name, last_seen) VALUES (?, ?) ON CONFLICT(name) "
+        "DO UPDATE SET last_seen = excluded.last_seen "
+        "WHERE excluded.last_seen >= last_seen + 1",
+        (worker, now),
+    )
+    limit = concurrency_room(conn, config, queue, count, now)
+    if limit <= 0:
+        return []
+    lock = {
+        "worker": worker,
+        "expires": now + settings.heartbeat(config, queue),
+        "event": event("popped", now, worker=worker),
+        "cap": settings.history_cap(config),
+        "now": now,
+    }
+    handed_over = _expire_locks(conn, config, queue, limit, now)
+    stalled = [
+        row[0]
+        for row in conn.execute(
+            "SELECT jid FROM jobs WHERE queue = ? AND state = 'stalled' ORDER BY seq LIMIT ?",
+            (queue, limit - len(handed_over)),
+        )
+    ]
+    taken = _lock_jids(conn, handed_over + stalled, lock)
+    if len(taken) < limit:
+        recurring.spawn_due(conn, config, queue, now)
+        conn.execute(
+            "UPDATE jobs SET state = 'waiting' "
+            "WHERE queue = ? AND state = 'scheduled' AND ready_at <= ?",
+            (queue, now),
+        )
+        locked = conn.execute(
+            "UPDATE jobs SET state = 'running', worker = :worker, expires = :expires, "
+            f"grace = 0, popped_at = :now, history = {APPEND_HISTORY} "
+            "WHERE jid IN (SELECT jid FROM jobs WHERE queue = :queue AND state = 'waiting' "
+            "              ORDER BY priority DESC, ready_at, seq LIMIT :n) "
+            f"RETURNING {JOB_COLUMNS}, ready_at, seq",
+            {**lock, "queue": queue, "n": limit - len(taken)},
+        ).fetchall()
+        locked.sort(key=lambda row: (-row[4], row[-2], row[-1]))
+        stats.record_timings(conn, "wait", queue, now, [now - row[-2] for row in locked])
+        taken.extend(rows.jobs(conn, [row[:-2] for row in locked]))
+    return taken
+
+
+def concurrency_room(
+    conn: sqlite3.Connection, config: settings.Config, queue: str, count: int, now: float
+) -> int:
+    """How many of `count` jobs `<queue>-max-concurrency` lets a pop take now."""
+    maximum = int(settings.number(config, f"{queue}-max-concurrency"))
+    if maximum <= 0:
+        return count
+    # Expired locks do not count: their jobs are about to be handed over, and a dead
+    # worker must not hold the queue's capacity forever.
+    (running,) = conn.execute(
+        "SELECT count(*) FROM jobs WHERE queue = ? AND state = 'running' AND expires > ?",
+        (queue, now),
+    ).fetchone()
+    return min(count, maximum - int(running))
+
+
+def _expire_locks(
+    conn: sqlite3.Connection, config: settings.Config, queue: str, limit: int, now: float
+) -> list[str]:
+    """Apply qless's lock-loss rules to expired locks; return the jids to hand over.
+
+    A lock seen expired for the first time is extended by the grace period (its worker
+    may still finish); one expired again after its grace costs a retry and moves on.
+    """
+    grace_period = settings.number(config, "grace-period")
+    cap = settings.history_cap(config)
+    expired = {"queue": queue, "now": now, "cap": cap, "event": event("timed-out", now)}
+    noticed = conn.execute(
+        f"UPDATE jobs SET history = {APPEND_HISTORY}, grace = 1, "
+        "expires = CASE WHEN :grace > 0 THEN :now + :grace ELSE expires END "
+        "WHERE queue = :queue AND state = 'running' AND expires <= :now AND grace = 0",
+        {**expired, "grace": grace_period},
+    ).rowcount
+    stats.count(conn, "retries", [(queue, now)] * noticed)
+    lost = conn.execute(
+        "UPDATE jobs SET remaining = remaining - 1 WHERE jid IN (SELECT jid FROM jobs "
+        "  WHERE queue = :queue AND state = 'running' AND expires <= :now "
+        "  ORDER BY expires LIMIT :limit) "
+        "RETURNING jid, remaining, expires",
+        {**expired, "limit": limit},
+    ).fetchall()
+    handed_over = []
+    for jid, remaining, _ in sorted(lost, key=lambda row: row[2]):
+        if remaining < 0:
+            jobs.fail_job(
+                conn, jid, f"failed-retries-{queue}",
+                f'Job exhausted retries in queue "{queue}"', "", now, cap,
+            )  # fmt: skip
+        else:
+            handed_over.append(jid)
+    return handed_over
+
+
+def _lock_jids(conn: sqlite3.Connection, jids: list[str], lock: Mapping[str, object]) -> list[Job]:
+    if not jids:
+        return []
+    locked = conn.execute(
+        "UPDATE jobs SET state = 'running', worker = :worker, expires = :expires, "
+        f"grace = 0, popped_at = :now, history = {APPEND_HISTORY} "
+        f"WHERE jid IN (SELECT value FROM json_each(:jids)) RETURNING {JOB_COLUMNS}",
+        {**lock, "jids": json_list(jids)},
+    ).fetchall()
+    order = {jid: index for index, jid in enumerate(jids)}
+    locked.sort(key=lambda row: order[row[0]])
+    return rows.jobs(conn, locked)
+
+
+def has_work(conn: sqlite3.Connection, queue: str, now: float) -> bool:
+    """Whether a pop of `queue` at `now` would take or change anything (a read only)."""
+    paused = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
+    if paused is not None and paused[0]:
+        return False
+    if concurrency_room(conn, settings.read_all(conn), queue, 1, now) <= 0:
+        return False
+    (found,) = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'waiting') "
+        "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'stalled') "
+        "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'scheduled' "
+        "  AND ready_at <= :now) "
+        "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'running' "
+        "  AND expires <= :now) "
+        "OR EXISTS (SELECT 1 FROM recurring WHERE queue = :q AND next_at <= :now)",
+        {"q": queue, "now": now},
+    ).fetchone()
+    return bool(found)
+
+
+def next_due(conn: sqlite3.Connection, queue: str) -> float:
+    """When the queue's earliest scheduled job, lock or recurring run falls due (inf: never)."""
+    row = conn.execute(
+        "SELECT (SELECT min(ready_at) FROM jobs WHERE queue = :q AND state = 'scheduled'), "
+        "       (SELECT min(expires) FROM jobs WHERE queue = :q AND state = 'running'), "
+        "       (SELECT min(next_at) FROM recurring WHERE queue = :q)",
+        {"q": queue},
+    ).fetchone()
+    return min((value for value in row if value is not None), default=float("inf"))
+
+
+def peek(conn: sqlite3.Connection, queue: str, count: int, now: float) -> list[Job]:
+    """The jobs a pop would take next, in its order, without changing anything."""
+    found = conn.execute(
+        f"SELECT {JOB_COLUMNS} FROM ("
+        "  SELECT *, 0 AS rank FROM jobs WHERE queue = :q AND state = 'running' "
+        "    AND expires <= :now "
+        "  UNION ALL SELECT *, 1 FROM jobs WHERE queue = :q AND state = 'stalled' "
+        "  UNION ALL SELECT *, 2 FROM jobs WHERE queue = :q AND state = 'waiting' "
+        "  UNION ALL SELECT *, 2 FROM jobs WHERE queue = :q AND state = 'scheduled' "
+        "    AND ready_at <= :now"
+        ") ORDER BY rank, CASE rank WHEN 0 THEN expires ELSE 0 END, "
+        "  CASE rank WHEN 2 THEN -priority ELSE 0 END, ready_at, seq LIMIT :n",
+        {"q": queue, "now": now, "n": count},
+    ).fetchall()
+    return rows.jobs(conn, found)

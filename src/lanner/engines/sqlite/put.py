@@ -1,0 +1,166 @@
+"""Putting jobs into the SQLite engine: new jobs, and existing ones moved (qless's put).
+
+One function, `store`, is the body of put, requeue, put_many, complete's advance to
+another queue, unfail and the runs recurring templates spawn.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lanner.engines.sqlite import config as settings
+from lanner.engines.sqlite import stats
+from lanner.engines.sqlite.rows import APPEND_HISTORY, json_list, put_event
+from lanner.job import JobState
+from lanner.records import DEFAULT_RETRIES, NewJob
+
+
+def store(
+    conn: sqlite3.Connection,
+    jobs: Sequence[NewJob],
+    now: float,
+    config: settings.Config,
+    *,
+    put_at: Sequence[float] | None = None,
+    spawned_from: str | None = None,
+) -> None:
+    """Insert or move checked `jobs`; `put_at[i]` is when job i counts as put (default: now).
+
+    On a move, a job's priority, tags, retries and dependencies given as None are kept.
+    """
+    jids = json_list([job.jid for job in jobs])
+    existing = {}
+    failed = []
+    for jid, priority, tags, retries, state, queue, finished_at in conn.execute(
+        "SELECT jid, priority, tags, retries, state, queue, finished_at FROM jobs "
+        "WHERE jid IN (SELECT value FROM json_each(?))",
+        (jids,),
+    ):
+        existing[jid] = (priority, tags, retries)
+        if state == JobState.FAILED:
+            failed.append((queue, finished_at))
+    stats.uncount_failed(conn, failed)
+    wanted = sorted({dep for job in jobs for dep in job.depends or ()})
+    open_deps: set[str] = set()
+    if wanted:
+        open_deps = {
+            row[0]
+            for row in conn.execute(
+                "SELECT jid FROM jobs WHERE jid IN (SELECT value FROM json_each(?)) "
+                "AND state != 'complete'",
+                (json_list(wanted),),
+            )
+        }
+    kept_deps: dict[str, int] = {}
+    if existing:
+        kept_deps = dict(
+            conn.execute(
+                "SELECT jid, count(*) FROM dependencies "
+                "WHERE jid IN (SELECT value FROM json_each(?)) GROUP BY jid",
+                (jids,),
+            ).fetchall()
+        )
+    first_seq = take_seq(conn, len(jobs))
+    cap = settings.history_cap(config)
+    rows = [
+        _job_row(
+            job,
+            existing.get(job.jid),
+            kept_deps,
+            open_deps,
+            now if put_at is None else put_at[offset],
+            cap,
+        )
+        | {"seq": first_seq + offset, "spawned_from": spawned_from}
+        for offset, job in enumerate(jobs)
+    ]
+    conn.executemany(
+        "INSERT INTO jobs (jid, klass, queue, data, priority, tags, state, seq, ready_at, "
+        "retries, remaining, worker, expires, grace, tracked, spawned_from_jid, history) "
+        "VALUES (:jid, :klass, :queue, :data, :priority, :tags, :state, :seq, :ready_at, "
+        ":retries, :retries, '', 0, 0, 0, :spawned_from, '[' || :event || ']') "
+        "ON CONFLICT(jid) DO UPDATE SET klass = excluded.klass, queue = excluded.queue, "
+        "data = excluded.data, priority = excluded.priority, tags = excluded.tags, "
+        "state = excluded.state, seq = excluded.seq, ready_at = excluded.ready_at, "
+        "retries = excluded.retries, remaining = excluded.retries, worker = '', "
+        "expires = 0, grace = 0, failure = NULL, failure_group = NULL, "
+        f"finished_at = NULL, history = {APPEND_HISTORY}",
+        rows,
+    )
+    replaced = [(job.jid,) for job in jobs if job.depends is not None and job.jid in existing]
+    conn.executemany("DELETE FROM dependencies WHERE jid = ?", replaced)
+    conn.executemany(
+        "INSERT INTO dependencies VALUES (?, ?)",
+        [(row["jid"], dep) for row in rows for dep in row["new_dependencies"]],
+    )
+    retagged = [(job.jid,) for job in jobs if job.tags is not None and job.jid in existing]
+    conn.executemany("DELETE FROM tags WHERE jid = ?", retagged)
+    conn.executemany(
+        "INSERT OR IGNORE INTO tags VALUES (?, ?, ?)",
+        [(tag, row["jid"], now) for row in rows for tag in row["new_tags"]],
+    )
+    register_queues(conn, sorted({job.queue for job in jobs}), now)
+
+
+def _job_row(
+    job: NewJob,
+    old: tuple[Any, ...] | None,
+    kept_deps: Mapping[str, int],
+    open_deps: set[str],
+    at: float,
+    cap: int,
+) -> dict[str, Any]:
+    """The parameters of one job's upsert, plus the dependency and tag rows it needs.
+
+    `old` is the (priority, tags, retries) of the job being moved, None for a new job.
+    """
+    priority = job.priority if job.priority is not None else (old[0] if old else 0)
+    retries = job.retries if job.retries is not None else (old[2] if old else DEFAULT_RETRIES)
+    tags = job.tags if job.tags is not None else (json.loads(old[1]) if old else [])
+    if job.depends is None:
+        new_dependencies = []
+        blocked = kept_deps.get(job.jid, 0) > 0
+    else:
+        new_dependencies = [d for d in job.depends if d in open_deps and d != job.jid]
+        blocked = bool(new_dependencies)
+    if blocked:
+        state = JobState.DEPENDS
+    elif job.delay > 0:
+        state = JobState.SCHEDULED
+    else:
+        state = JobState.WAITING
+    return {
+        "jid": job.jid,
+        "klass": job.klass,
+        "queue": job.queue,
+        "data": job.data,
+        "priority": priority,
+        "tags": json_list(tags),
+        "state": state.value,
+        "ready_at": at + job.delay,
+        "retries": retries,
+        "event": put_event(job.queue, at),
+        "cap": cap,
+        # Not SQL parameters: what the caller stores beside the job row.
+        "new_dependencies": new_dependencies,
+        "new_tags": tags if job.tags is not None or old is None else [],
+    }
+
+
+def take_seq(conn: sqlite3.Connection, count: int) -> int:
+    """Reserve `count` numbers of the insertion order; return the first."""
+    (last,) = conn.execute(
+        "UPDATE counters SET value = value + ? WHERE name = 'seq' RETURNING value", (count,)
+    ).fetchone()
+    return int(last) - count + 1
+
+
+def register_queues(conn: sqlite3.Connection, queues: Sequence[str], now: float) -> None:
+    """Make queues known (to `queues()`), as a put or a recurring template does."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO queues (name, created) VALUES (?, ?)",
+        [(queue, now) for queue in queues],
+    )
