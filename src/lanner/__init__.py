@@ -1,48 +1,121 @@
 """Lanner: distributed background tasks on priority queues.
 
-The public surface is what `__all__` lists (tests/unit/test_public_api.py pins it).
+`import lanner` gives the whole public API, `__all__` (tests/unit/test_public_api.py pins
+it, and the docs use nothing else). Only the error tree is loaded at import; every other
+name is loaded on first use, so that `import lanner` costs a few milliseconds and pulls in
+no engine, YAML parser or process machinery it does not need. Kale's module paths
+`lanner.task` and `lanner.exceptions` work too.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from lanner._version import __version__
-from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
-from lanner.engines import open_engine
 from lanner.errors import (
+    ArgumentError,
+    BadSignature,
+    BlacklistedException,
+    ChubbyTaskException,
+    ConfigError,
+    DecodeError,
     EngineUnavailable,
+    ImproperlyConfiguredException,
     InvalidName,
     InvalidState,
+    InvalidTaskDelayException,
+    InvalidTimeLimitTaskException,
     JobNotFound,
     LannerError,
     LockLost,
     MalformedArgument,
     PayloadTooLarge,
     SchemaError,
+    TaskException,
+    TimeLimitExceeded,
+    TimeoutException,
     Unsupported,
 )
-from lanner.job import Failure, HistoryEvent, Job, JobState
-from lanner.records import (
-    DEFAULT_RETRIES,
-    ConfigValue,
-    JobPage,
-    NewJob,
-    QueueCounts,
-    QueueStats,
-    RecurringJob,
-    TimingStats,
-    WorkerCounts,
-    WorkerJobs,
-)
+
+if TYPE_CHECKING:
+    from lanner.app import App, set_default_app
+    from lanner.codec import JSONCodec, SignedPickleCodec
+    from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
+    from lanner.engines import open_engine
+    from lanner.job import Failure, HistoryEvent, Job, JobState
+    from lanner.queues import QueueConfig, load_queue_config
+    from lanner.records import (
+        DEFAULT_RETRIES,
+        ConfigValue,
+        JobPage,
+        NewJob,
+        QueueCounts,
+        QueueStats,
+        RecurringJob,
+        TimingStats,
+        WorkerCounts,
+        WorkerJobs,
+    )
+    from lanner.settings import Settings, load_settings
+    from lanner.task import Task
+    from lanner.worker.pool import PoolCounts, WorkerPool
+
+_LAZY: dict[str, str] = {
+    "App": "lanner.app",
+    "set_default_app": "lanner.app",
+    "Task": "lanner.task",
+    "WorkerPool": "lanner.worker.pool",
+    "PoolCounts": "lanner.worker.pool",
+    "Settings": "lanner.settings",
+    "load_settings": "lanner.settings",
+    "QueueConfig": "lanner.queues",
+    "load_queue_config": "lanner.queues",
+    "JSONCodec": "lanner.codec",
+    "SignedPickleCodec": "lanner.codec",
+    "Engine": "lanner.engine",
+    "Capability": "lanner.engine",
+    "CONFIG_DEFAULTS": "lanner.engine",
+    "open_engine": "lanner.engines",
+    "Job": "lanner.job",
+    "JobState": "lanner.job",
+    "Failure": "lanner.job",
+    "HistoryEvent": "lanner.job",
+    "NewJob": "lanner.records",
+    "JobPage": "lanner.records",
+    "QueueCounts": "lanner.records",
+    "QueueStats": "lanner.records",
+    "TimingStats": "lanner.records",
+    "RecurringJob": "lanner.records",
+    "WorkerCounts": "lanner.records",
+    "WorkerJobs": "lanner.records",
+    "ConfigValue": "lanner.records",
+    "DEFAULT_RETRIES": "lanner.records",
+}
+"""Public names loaded on first use, and the module each comes from."""
 
 __all__ = [
     "CONFIG_DEFAULTS",
     "DEFAULT_RETRIES",
+    "App",
+    "ArgumentError",
+    "BadSignature",
+    "BlacklistedException",
     "Capability",
+    "ChubbyTaskException",
+    "ConfigError",
     "ConfigValue",
+    "DecodeError",
     "Engine",
     "EngineUnavailable",
     "Failure",
     "HistoryEvent",
+    "ImproperlyConfiguredException",
     "InvalidName",
     "InvalidState",
+    "InvalidTaskDelayException",
+    "InvalidTimeLimitTaskException",
+    "JSONCodec",
     "Job",
     "JobNotFound",
     "JobPage",
@@ -52,14 +125,40 @@ __all__ = [
     "MalformedArgument",
     "NewJob",
     "PayloadTooLarge",
+    "PoolCounts",
+    "QueueConfig",
     "QueueCounts",
     "QueueStats",
     "RecurringJob",
     "SchemaError",
+    "Settings",
+    "SignedPickleCodec",
+    "Task",
+    "TaskException",
+    "TimeLimitExceeded",
+    "TimeoutException",
     "TimingStats",
     "Unsupported",
     "WorkerCounts",
     "WorkerJobs",
+    "WorkerPool",
     "__version__",
+    "load_queue_config",
+    "load_settings",
     "open_engine",
+    "set_default_app",
 ]
+
+if not TYPE_CHECKING:  # for type checkers every name above is imported as it is
+
+    def __getattr__(name: str) -> Any:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'lanner' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # once loaded, an ordinary attribute
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

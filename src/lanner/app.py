@@ -89,8 +89,14 @@ class App:
         self._queues = tuple(queues) if queues is not None else None
         self._queues_by_name: dict[str, QueueConfig] | None = None
         key = self.settings.pickle_hmac_key
-        self.pickle_codec = SignedPickleCodec(key) if key else None
         self.codec: Codec = codec or JSONCodec()
+        # What a worker of this app may unpickle: the app's own signed codec, or one
+        # made from the settings' key; JSON payloads need nothing.
+        self.pickle_codec: SignedPickleCodec | None = None
+        if isinstance(codec, SignedPickleCodec):
+            self.pickle_codec = codec
+        elif key:
+            self.pickle_codec = SignedPickleCodec(key)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:

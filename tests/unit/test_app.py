@@ -193,3 +193,15 @@ def test_default_app_comes_from_configuration(
 def test_nothing_connects_before_first_use(tmp_path: Path) -> None:
     App(f"sqlite:///{tmp_path}/lazy.db")
     assert not (tmp_path / "lazy.db").exists()
+
+
+def test_an_app_with_the_signed_pickle_codec_also_reads_its_payloads(tmp_path: Path) -> None:
+    key = b"0123456789abcdef-key"
+    codec = lanner.SignedPickleCodec(key)
+    signed = App("sqlite:///" + str(tmp_path / "jobs.db"), codec=codec)
+    assert signed.codec is codec
+    assert signed.pickle_codec is codec
+    from_settings = App(settings=Settings(pickle_hmac_key=key))
+    assert from_settings.codec.name == "json"  # publishing stays JSON
+    assert from_settings.pickle_codec is not None  # workers may read pickle
+    assert App(settings=Settings()).pickle_codec is None

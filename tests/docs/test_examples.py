@@ -1,0 +1,101 @@
+"""The docs are a contract: every Python block of README.md and docs/ runs, as written.
+
+The blocks of one page run in order in one namespace (a page's examples build on each
+other), in a fresh folder, so relative `sqlite:///jobs.db` URLs make a temporary database.
+A page that names a Redis URL on the default port runs against the test session's
+redis-server instead (its database emptied first). Examples use only the public API:
+`import lanner` / `from lanner import ...` (and Kale's `lanner.task`, `lanner.exceptions`).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import lanner
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+_BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
+_DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
+_PRIVATE_IMPORT = re.compile(r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b)[\w.]+", re.M)
+_ENVIRONMENT = ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG")
+
+
+def blocks(page: Path) -> list[tuple[int, str]]:
+    """The page's Python blocks (list items' too), each with the line its code starts on."""
+    text = page.read_text(encoding="utf-8")
+    return [
+        (text.count("\n", 0, m.start(2)) + 1, textwrap.dedent(m.group(2)))
+        for m in _BLOCK.finditer(text)
+    ]
+
+
+PAGES_WITH_CODE = [page for page in PAGES if blocks(page)]
+
+
+def test_the_docs_have_examples_to_run() -> None:
+    names = {page.relative_to(ROOT).as_posix() for page in PAGES_WITH_CODE}
+    assert {
+        "README.md",
+        "docs/configuration.md",
+        "docs/engines/redis.md",
+        "docs/protocol.md",
+        "docs/tasks.md",
+        "docs/worker.md",
+    } <= names
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_examples_use_only_the_public_api(page: Path) -> None:
+    for line, code in blocks(page):
+        found = _PRIVATE_IMPORT.search(code)
+        assert found is None, f"{page.name}:{line}: {found[0].strip() if found else ''}"
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh working folder and no lanner configuration from the environment."""
+    monkeypatch.chdir(tmp_path)
+    for name in _ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    yield tmp_path
+    lanner.set_default_app(None)
+
+
+@pytest.mark.parametrize(
+    "page", PAGES_WITH_CODE, ids=lambda page: page.relative_to(ROOT).as_posix()
+)
+def test_every_example_runs(page: Path, scratch: Path, request: pytest.FixtureRequest) -> None:
+    namespace: dict[str, Any] = {"__name__": "docs_" + re.sub(r"\W", "_", page.stem.lower())}
+    redis_url = None
+    try:
+        for line, code in blocks(page):
+            if _DEFAULT_REDIS.search(code):
+                redis_url = redis_url or _fresh_redis(request)
+                code = _DEFAULT_REDIS.sub(redis_url, code)
+            # Line numbers of the page, so that a failure points into the Markdown file.
+            exec(compile("\n" * (line - 1) + code, str(page), "exec"), namespace)
+    finally:
+        _close(namespace)
+
+
+def _fresh_redis(request: pytest.FixtureRequest) -> str:
+    import redis
+
+    url: str = request.getfixturevalue("redis_url")
+    with redis.Redis.from_url(url) as client:
+        client.flushdb()
+    return url
+
+
+def _close(namespace: dict[str, Any]) -> None:
+    """Close what the examples opened (apps and engines), as a program would at exit."""
+    for value in namespace.values():
+        if isinstance(value, lanner.App) or hasattr(value, "capabilities"):
+            value.close()
