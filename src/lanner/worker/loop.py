@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lanner.codec import JobIdentity, Payload, decode
+from lanner.engine import Engine
 from lanner.errors import DecodeError, EngineUnavailable, LannerError, TimeoutException
 from lanner.job import Job
 from lanner.queues import QueueConfig
@@ -96,7 +97,7 @@ class Heartbeat:
     it never wakes the thread. A job's first beat comes within 4/9 of its lock.
     """
 
-    def __init__(self, engine: Any, worker: str) -> None:
+    def __init__(self, engine: Engine, worker: str) -> None:
         self._engine = engine
         self._worker = worker
         self._watched: tuple[str, float, float] | None = None  # jid, interval, last beat
@@ -147,11 +148,14 @@ class WorkerLoop:
         worker: str | None = None,
         reporter: Reporter | None = None,
         limits: Limits | None = None,
+        configure: bool = True,
     ) -> None:
+        """`configure=False`: the queues' settings are already in the engine (a pool stores
+        them once for all its processes)."""
         if not queues:
             raise ValueError("a worker needs at least one queue")
         self.app = app
-        self.engine = app.engine
+        self.engine: Engine = app.engine
         self.queues = list(queues)
         self.selector = selector
         self.worker = worker or worker_name()
@@ -162,6 +166,7 @@ class WorkerLoop:
         self._stopping = False
         self._ready: tuple[float, frozenset[str]] = (0.0, frozenset())
         self._heartbeat = Heartbeat(self.engine, self.worker)
+        self._configured = not configure
 
     def stop(self) -> None:
         """Finish the running task, give back the rest of the batch, then return from run()."""
@@ -174,13 +179,12 @@ class WorkerLoop:
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
         """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
-        configured = False
         outage = Backoff(self.outage_first_pause)
         while not self._stopping:
             try:
-                if not configured:
+                if not self._configured:
                     configure_queues(self.engine, self.queues)
-                    configured = True
+                    self._configured = True
                 reason = self._round()
             except EngineUnavailable as error:
                 # The store is down: wait and try again, rather than die and be replaced in
@@ -406,7 +410,7 @@ class _Rejected(Exception):
         self.message = message
 
 
-def configure_queues(engine: Any, queues: Sequence[QueueConfig]) -> None:
+def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
     """Store the queues' settings the engine applies: lock duration and concurrency cap."""
     for queue in queues:
         # The lock a pop takes is the queue's batch SLA.

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 from lanner.engine import Capability
 from lanner.errors import LannerError
@@ -55,6 +55,34 @@ class PoolCounts:
     children: int  # live child processes
 
 
+# What a child tells the supervisor over its pipe, in the order the loop does it.
+class BatchPopped(NamedTuple):
+    queue: str
+    jids: list[str]
+
+
+class JobStarted(NamedTuple):
+    jid: str
+    deadline: float  # when its time limit runs out (Unix time)
+    retry_delay: float | None  # None: no retry left
+
+
+class JobFinished(NamedTuple):
+    jid: str
+    succeeded: bool  # True: its completion waits for the end of the batch
+
+
+class BatchSettled(NamedTuple):
+    """The batch's completions are stored and its unstarted jobs given back."""
+
+
+class WorkerExiting(NamedTuple):
+    reason: str
+
+
+Report = BatchPopped | JobStarted | JobFinished | BatchSettled | WorkerExiting
+
+
 @dataclass
 class _Child:
     process: BaseProcess
@@ -62,7 +90,7 @@ class _Child:
     worker: str
     queue: str = ""
     batch: list[str] = field(default_factory=list)
-    running: tuple[str, float, float | None] | None = None  # jid, deadline, retry delay
+    running: JobStarted | None = None
     succeeded: list[str] = field(default_factory=list)  # finished, completion not yet stored
     exited_cleanly: bool = False
     killed_for: str = ""
@@ -75,16 +103,16 @@ class _PipeReporter:
         self._conn = conn
 
     def batch(self, queue: str, jids: Sequence[str]) -> None:
-        self._conn.send(("batch", queue, list(jids)))
+        self._conn.send(BatchPopped(queue, list(jids)))
 
     def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
-        self._conn.send(("started", jid, deadline, retry_delay))
+        self._conn.send(JobStarted(jid, deadline, retry_delay))
 
     def finished(self, jid: str, succeeded: bool) -> None:
-        self._conn.send(("finished", jid, succeeded))
+        self._conn.send(JobFinished(jid, succeeded))
 
     def flushed(self) -> None:
-        self._conn.send(("flushed",))
+        self._conn.send(BatchSettled())
 
 
 class WorkerPool:
@@ -229,25 +257,24 @@ class WorkerPool:
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
-    def _on_report(self, child: _Child, report: tuple[Any, ...]) -> None:
-        kind = report[0]
-        if kind == "batch":
-            child.queue, child.batch, child.succeeded = report[1], list(report[2]), []
-        elif kind == "started":
-            child.running = (report[1], report[2], report[3])
-        elif kind == "finished":
-            jid, succeeded = report[1], report[2]
-            child.running = None
-            if jid in child.batch:
-                child.batch.remove(jid)
-            if succeeded:
-                child.succeeded.append(jid)
-            self.processed += 1
-        elif kind == "flushed":
-            child.batch, child.succeeded = [], []
-        elif kind == "exit":
-            child.exited_cleanly = True
-            logger.info("worker %s exits: %s", child.worker, report[1])
+    def _on_report(self, child: _Child, report: Report) -> None:
+        match report:
+            case BatchPopped(queue, jids):
+                child.queue, child.batch, child.succeeded = queue, list(jids), []
+            case JobStarted():
+                child.running = report
+            case JobFinished(jid, succeeded):
+                child.running = None
+                if jid in child.batch:
+                    child.batch.remove(jid)
+                if succeeded:
+                    child.succeeded.append(jid)
+                self.processed += 1
+            case BatchSettled():
+                child.batch, child.succeeded = [], []
+            case WorkerExiting(reason):
+                child.exited_cleanly = True
+                logger.info("worker %s exits: %s", child.worker, reason)
 
     def _reap(self, pid: int, child: _Child) -> None:
         self._read(child)
@@ -269,7 +296,7 @@ class WorkerPool:
             if child.succeeded:
                 engine.complete_many(child.succeeded, worker, queue)
             if child.running is not None:
-                jid, _, retry_delay = child.running
+                jid, retry_delay = child.running.jid, child.running.retry_delay
                 if self._cold and not child.killed_for:
                     engine.release([jid], worker, queue)  # shutdown, not the job's fault
                 elif retry_delay is not None:
@@ -277,7 +304,8 @@ class WorkerPool:
                 else:
                     group = "TimeLimitExceeded" if child.killed_for else "lanner-worker-died"
                     engine.fail(jid, worker, group, cause)
-            unstarted = [j for j in child.batch if not child.running or j != child.running[0]]
+            running = child.running.jid if child.running else None
+            unstarted = [jid for jid in child.batch if jid != running]
             if unstarted:
                 engine.release(unstarted, worker, queue)
             self._release_leftovers(child)
@@ -307,7 +335,7 @@ class WorkerPool:
         for child in self._children.values():
             if child.running is None or child.killed_for:
                 continue
-            jid, deadline, _ = child.running
+            jid, deadline = child.running.jid, child.running.deadline
             if now > deadline + self.time_limit_grace:
                 child.killed_for = (
                     f"job {jid} ran {self.time_limit_grace:g} s past its time limit; "
@@ -350,7 +378,12 @@ def _child_main(
     # and children must not die of it mid-task; they stop when the supervisor says so.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     loop = WorkerLoop(
-        app, queues, resolve_selector(selector), reporter=_PipeReporter(conn), limits=limits
+        app,
+        queues,
+        resolve_selector(selector),
+        reporter=_PipeReporter(conn),
+        limits=limits,
+        configure=False,  # the supervisor did, once for all children
     )
     signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
@@ -359,5 +392,5 @@ def _child_main(
     reason = loop.run()
     if app.settings.on_worker_shutdown:
         app.settings.on_worker_shutdown()
-    conn.send(("exit", reason))
+    conn.send(WorkerExiting(reason))
     conn.close()

@@ -1,0 +1,315 @@
+"""The worker pool with real processes when things go wrong: time limits, kills, bad jobs.
+
+Some tests run a `WorkerPool` in the test process (`start()`, then `supervise()` until the
+state awaited is reached, `terminate()` at the end); the others run `lanner worker` as a
+subprocess and signal it. Every wait polls the store or the tasks' output with a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import ModuleType
+
+import pytest
+
+from lanner import JobState, NewJob
+
+from .conftest import Workspace, wait_until
+from .pool_support import WORK, all_complete, done_count, running_pool, states, supervising
+
+pytestmark = pytest.mark.slow
+
+# -- 2. time limits -----------------------------------------------------------------------
+
+SOFT_TASKS = """
+class Soft(Task):
+    app = app
+    queue = "work"
+    time_limit = 0.5
+    max_retries = 2
+
+    def run_task(self):
+        record("start", self.task_id)
+        if self.job.remaining == self.job.retries:
+            time.sleep(3)  # interrupted by TimeLimitExceeded after 0.5 s
+        record("end", self.task_id)
+"""
+
+
+def test_the_soft_time_limit_retries_the_job(workspace: Workspace) -> None:
+    ws = workspace
+    tasks = ws.write_module(SOFT_TASKS)
+    jid = tasks.Soft.publish(None)
+
+    with running_pool(tasks.app, concurrency=1) as pool:
+        wait_until(
+            lambda: ws.job(jid).state == JobState.COMPLETE,
+            10,
+            "the job to complete",
+            step=supervising(pool),
+            details=ws.log,
+        )
+
+    starts, ends = ws.lines("start", jid), ws.lines("end", jid)
+    assert len(starts) == 2
+    assert len(ends) == 1
+    assert ends[0].when - starts[0].when < 2.5  # the 3 s sleep was cut short
+    assert starts[0].pid == starts[1].pid  # a soft limit does not cost the process
+    job = ws.job(jid)
+    assert job.remaining == job.retries - 1
+    assert done_count(ws, jid) == 1
+
+
+HARD_TASKS = """
+class Stubborn(Task):
+    app = app
+    queue = "work"
+    time_limit = 0.5
+    max_retries = 0
+
+    def run_task(self):
+        record("start", self.task_id)
+        try:
+            time.sleep(10)
+        except BaseException:
+            record("caught", self.task_id)
+            time.sleep(10)
+        record("end", self.task_id)
+
+
+class StubbornOnce(Task):
+    app = app
+    queue = "work"
+    time_limit = 0.5
+    max_retries = 1
+
+    def run_task(self):
+        record("start", self.task_id)
+        if self.job.remaining == self.job.retries:
+            try:
+                time.sleep(10)
+            except TimeLimitExceeded:
+                time.sleep(10)
+        record("end", self.task_id)
+"""
+
+
+def test_the_hard_time_limit_kills_the_child_and_applies_the_retry_policy(
+    workspace: Workspace,
+) -> None:
+    ws = workspace
+    tasks = ws.write_module(HARD_TASKS + WORK)
+    stubborn = tasks.Stubborn.publish(None)  # no retries: fails
+    once = tasks.StubbornOnce.publish(None)  # one retry: runs again, and completes
+    quick = [tasks.Work.publish(None, 0.01) for _ in range(3)]
+
+    with running_pool(tasks.app, concurrency=1, time_limit_grace=0.5) as pool:
+        wait_until(
+            lambda: all_complete(ws, [once, *quick]),
+            12,
+            "the other jobs to complete",
+            step=supervising(pool),
+            details=lambda: states(ws, [stubborn, once, *quick]) + "\n" + ws.log(),
+        )
+        survivor = pool.children
+
+    job = ws.job(stubborn)
+    assert job.state == JobState.FAILED
+    assert job.failure is not None
+    assert job.failure.group == "TimeLimitExceeded"
+    assert "past its time limit" in job.failure.message
+    [start] = ws.lines("start", stubborn)
+    assert ws.lines("caught", stubborn), "the soft limit fired first"
+    assert ws.lines("end", stubborn) == []
+    assert 0.9 <= job.failure.when - start.when < 5  # time_limit 0.5 + grace 0.5
+
+    first, second = ws.lines("start", once)
+    assert first.pid != second.pid  # the first run's process was killed
+    assert len(ws.lines("end", once)) == 1
+    assert ws.job(once).remaining == 0
+    assert done_count(ws, once) == 1
+
+    killed = {start.pid, first.pid}
+    assert start.pid != first.pid  # each kill was replaced by a new child
+    for jid in quick:
+        [line] = ws.lines("end", jid)
+        assert line.pid not in killed
+        assert done_count(ws, jid) == 1
+    assert len(survivor) == 1
+    assert survivor[0] not in killed
+
+
+# -- 3. kill -9 ---------------------------------------------------------------------------
+
+
+def test_kill_9_of_a_child_mid_task_loses_nothing(workspace: Workspace) -> None:
+    ws = workspace
+    queues = 'QueueConfig("work", batch_size=3, visibility_timeout_sec=10, long_poll_time_sec=0.2)'
+    tasks = ws.write_module(WORK, queues=queues)
+    victim = tasks.Work.publish(None, 1.0)
+    others = [tasks.Work.publish(None, 0.05) for _ in range(6)]
+    everyone = [victim, *others]
+
+    with running_pool(tasks.app, concurrency=2) as pool:
+        [line] = wait_until(
+            lambda: ws.lines("start", victim), 10, "the victim to start", step=supervising(pool)
+        )
+        os.kill(line.pid, signal.SIGKILL)
+        wait_until(
+            lambda: all_complete(ws, everyone),
+            8,  # a lock expiry would take 10 s + the 10 s grace period
+            "every job to complete",
+            step=supervising(pool),
+            details=lambda: states(ws, everyone) + "\n" + ws.log(),
+        )
+        assert line.pid not in pool.children
+
+    starts = ws.lines("start", victim)
+    assert len(starts) == 2
+    assert starts[0].pid == line.pid
+    assert starts[1].pid != line.pid
+    assert len(ws.lines("end", victim)) == 1
+    job = ws.job(victim)
+    assert done_count(ws, victim) == 1
+    assert sum(1 for event in job.history if event.what == "popped") >= 2
+    assert job.remaining == job.retries - 1  # the crash cost one retry
+    for jid in others:
+        assert done_count(ws, jid) == 1
+        assert len(ws.lines("end", jid)) == 1, jid  # unstarted jobs were not run twice
+
+
+def test_kill_9_of_a_job_without_retries_fails_it(workspace: Workspace) -> None:
+    ws = workspace
+    tasks = ws.write_module(WORK + "\n\nclass Once(Work):\n    max_retries = 0\n")
+    victim = tasks.Once.publish(None, 5.0)
+    after = tasks.Work.publish(None, 0.01)
+
+    with running_pool(tasks.app, concurrency=1) as pool:
+        [line] = wait_until(
+            lambda: ws.lines("start", victim), 10, "the victim to start", step=supervising(pool)
+        )
+        os.kill(line.pid, signal.SIGKILL)
+        wait_until(
+            lambda: (
+                ws.job(victim).state == JobState.FAILED and ws.job(after).state == JobState.COMPLETE
+            ),
+            10,
+            "the victim to fail and the next job to complete",
+            step=supervising(pool),
+            details=lambda: states(ws, [victim, after]),
+        )
+
+    failure = ws.job(victim).failure
+    assert failure is not None
+    assert failure.group == "lanner-worker-died"
+    assert "-9" in failure.message
+    assert len(ws.lines("start", victim)) == 1
+
+
+# -- 7. bad messages ----------------------------------------------------------------------
+
+
+def test_bad_messages_land_in_failure_groups_and_the_pool_keeps_running(
+    workspace: Workspace,
+) -> None:
+    ws = workspace
+    tasks: ModuleType = ws.write_module(WORK, query="?max_data_bytes=400")
+    good = [tasks.Work.publish(None, 0.01) for _ in range(2)]
+    klass = tasks.Work.name
+    ws.engine.put_many(
+        [
+            NewJob("work", "undecodable", klass, '{"v": 99}'),
+            NewJob("work", "unknown", "nope.Missing", '{"v": 1, "args": [], "kwargs": {}}'),
+            NewJob("work", "arguments", klass, '{"v": 1, "args": [1, 2], "kwargs": {}}'),
+            NewJob("work", "oversized", klass, '{"v": 1, "args": ["' + "x" * 800 + '"]}'),
+        ]
+    )
+    good.append(tasks.Work.publish(None, 0.01))
+
+    with running_pool(tasks.app, concurrency=1) as pool:
+        children = pool.children
+        wait_until(
+            lambda: all_complete(ws, good) and sum(ws.engine.failed_groups().values()) == 4,
+            10,
+            "the batch to be handled",
+            step=supervising(pool),
+            details=lambda: states(ws, [*good, "undecodable", "unknown", "arguments"]),
+        )
+        later = tasks.Work.publish(None, 0.01)
+        wait_until(
+            lambda: ws.job(later).state == JobState.COMPLETE,
+            10,
+            "a later job to complete",
+            step=supervising(pool),
+        )
+        assert pool.children == children  # no child died
+
+    expected = {
+        "undecodable": ("lanner-undecodable", "unknown envelope version 99"),
+        "unknown": ("lanner-unknown-task", "nope.Missing"),
+        "arguments": ("lanner-bad-arguments", "too many positional arguments"),
+        "oversized": ("lanner-oversized", "the limit is 400"),
+    }
+    for jid, (group, reason) in expected.items():
+        failure = ws.job(jid).failure
+        assert failure is not None, jid
+        assert failure.group == group
+        assert reason in failure.message
+    assert ws.engine.failed_groups() == {group: 1 for group, _ in expected.values()}
+
+
+# -- a child that dies of its task ----------------------------------------------------------
+
+DYING_TASKS = """
+import sys
+
+
+class BadCheck(Task):
+    app = app
+    queue = "work"
+    time_limit = 2
+    max_retries = 0
+
+    def should_run_task(self):
+        raise RuntimeError("the check itself is broken")
+
+    def run_task(self):
+        record("start", self.task_id)
+
+
+class Exits(Task):
+    app = app
+    queue = "work"
+    time_limit = 2
+    max_retries = 0
+
+    def run_task(self):
+        record("start", self.task_id)
+        sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("culprit", ["BadCheck", "Exits"])
+def test_a_child_that_dies_mid_batch_does_not_strand_the_rest_of_it(
+    workspace: Workspace, culprit: str
+) -> None:
+    # A child process can die of a job: user code outside run_task raising (should_run_task),
+    # or a task calling sys.exit(). The supervisor then recovers the child's batch at once:
+    # the jobs it had not started are released and run by the replacement child, long before
+    # their 30 s locks would expire.
+    ws = workspace
+    queue = 'QueueConfig("work", batch_size=10, visibility_timeout_sec=30, long_poll_time_sec=0.2)'
+    tasks = ws.write_module(WORK + DYING_TASKS, queues=queue)
+    bad = getattr(tasks, culprit).publish(None)
+    rest = [tasks.Work.publish(None, 0.01) for _ in range(3)]
+
+    with running_pool(tasks.app, concurrency=1) as pool:
+        wait_until(
+            lambda: all_complete(ws, rest),
+            6,
+            "the rest of the batch to complete",
+            step=supervising(pool),
+            details=lambda: states(ws, [bad, *rest]),
+        )
+    assert ws.job(bad).state != JobState.RUNNING
