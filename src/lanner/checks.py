@@ -142,22 +142,9 @@ def new_job(
     )
 
 
-def put(
-    queue: object,
-    jid: object,
-    klass: object,
-    data: object,
-    delay: object,
-    priority: object,
-    tags: object,
-    retries: object,
-    depends: object,
-    worker: object,
-    when: float | None,
-    limit: int,
-) -> Put:
-    job = new_job(queue, jid, klass, data, delay, priority, tags, retries, depends, limit)
-    return Put([job], worker_or_anyone(worker), now(when))
+def put(job: NewJob, worker: object, when: float | None, limit: int) -> Put:
+    """put and requeue: `job` holds the caller's arguments as given (unchecked)."""
+    return Put([new_job(*job, limit)], worker_or_anyone(worker), now(when))
 
 
 def put_many(jobs: object, when: float | None, limit: int) -> Put:

@@ -1,18 +1,23 @@
-"""The job-engine contract: one method per qless command, and each engine's capabilities.
+"""The job-engine contract: one method per qless command, each engine's capabilities.
 
-Every engine (SQLite, Redis, SQS) implements `Engine`. The semantics are qless-core's,
-described in docs/protocol.md; tests/conformance/ checks them against every engine.
-Each method takes `now` (a Unix time in seconds) so that tests can drive the clock;
-`None` means the current time. A command whose capability the engine lacks raises
-`Unsupported`, never silently does nothing.
+Every engine (SQLite, Redis, SQS) is an `Engine`. The semantics are qless-core's,
+described in docs/protocol.md; tests/conformance/ checks them against every engine. Each
+method takes `now` (a Unix time in seconds) so that tests can drive the clock; `None`
+means the current time. The methods here are the same for every engine: they check their
+arguments (`lanner.checks`), refuse with `Unsupported` a command whose capability the
+engine lacks (never a silent no-op), answer what needs no store (an empty list of jids),
+and call the engine's hook for the command (`lanner.hooks`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Final, Protocol
+from typing import Final, Self
 
+from lanner import checks, names
+from lanner.errors import Unsupported
+from lanner.hooks import EngineHooks
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
@@ -54,7 +59,7 @@ class Capability(StrEnum):
     MAX_CONCURRENCY = "max-concurrency"  # `<queue>-max-concurrency`
     BLOCKING_POP = "blocking-pop"  # pop(..., wait=s) without polling the store
     DEPENDENCIES = "dependencies"  # put(depends=...), complete(depends=...), depends_*
-    TAGS = "tags"  # tag_add, tag_remove, tagged, tags_top
+    TAGS = "tags"  # put(tags=...), tag_add, tag_remove, tagged, tags_top
     TRACKING = "tracking"  # track, untrack, tracked
     LOG = "log"  # custom history entries
     STATS = "stats"  # per-day wait/run statistics with histograms
@@ -63,21 +68,19 @@ class Capability(StrEnum):
     QUEUE_FORGET = "queue-forget"
 
 
-class Engine(Protocol):
-    """A job engine. Implementations are safe to share between threads of one process."""
+class Engine(EngineHooks):
+    """A job engine. Implementations are safe to share between threads of one process;
+    `with engine:` closes it at the end."""
 
-    @property
-    def name(self) -> str: ...
+    def __enter__(self) -> Self:
+        return self
 
-    @property
-    def capabilities(self) -> frozenset[Capability]: ...
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
-    @property
-    def max_data_bytes(self) -> int:
-        """The largest job `data` (UTF-8 bytes) that `put` accepts."""
-        ...
-
-    def close(self) -> None: ...
+    def _require(self, capability: Capability, command: str) -> None:
+        if capability not in self.capabilities:
+            raise Unsupported(self.name, command, capability)
 
     # -- putting work ---------------------------------------------------------------------
     def put(
@@ -102,11 +105,12 @@ class Engine(Protocol):
         afterwards: `depends` if some dependency is not complete, else `scheduled` if
         `delay > 0`, else `waiting`. `worker` names who is putting. Returns the jid.
         """
-        ...
+        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends)
+        return self._put_checked("put", checks.put(given, worker, now, self.max_data_bytes))[0]
 
     def put_many(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[str]:
         """`put` every job in one round trip and one transaction: all or none are stored."""
-        ...
+        return self._put_checked("put_many", checks.put_many(jobs, now, self.max_data_bytes))
 
     def requeue(
         self,
@@ -124,7 +128,25 @@ class Engine(Protocol):
         now: float | None = None,
     ) -> str:
         """Like `put`, but the job must exist (else `JobNotFound`)."""
-        ...
+        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends)
+        checked = checks.put(given, worker, now, self.max_data_bytes)
+        return self._put_checked("requeue", checked)[0]
+
+    def _put_checked(self, command: str, checked: checks.Put) -> list[str]:
+        if len(self.capabilities) < len(Capability):  # nothing to refuse on most engines
+            for job in checked.jobs:
+                self._gate_put(job)
+        return self._put(command, checked) if checked.jobs else []
+
+    def _gate_put(self, job: NewJob) -> None:
+        if job.delay:
+            self._require(Capability.DELAY, "put(delay=...)")
+        if job.priority is not None:
+            self._require(Capability.PRIORITY, "put(priority=...)")
+        if job.tags:
+            self._require(Capability.TAGS, "put(tags=...)")
+        if job.depends:
+            self._require(Capability.DEPENDENCIES, "put(depends=...)")
 
     # -- taking work ----------------------------------------------------------------------
     def pop(
@@ -143,17 +165,20 @@ class Engine(Protocol):
         A paused queue gives nothing. With `wait > 0` and nothing to give, blocks up to
         `wait` seconds and returns as soon as work arrives.
         """
-        ...
+        command = checks.pop(queue, worker, count, wait, now)
+        if command.wait:
+            self._require(Capability.BLOCKING_POP, "pop(wait=...)")
+        return self._pop(command)
 
     def peek(self, queue: str, count: int = 1, *, now: float | None = None) -> list[Job]:
         """The jobs `pop` would give next, without locking them (works on paused queues)."""
-        ...
+        return self._peek(checks.peek(queue, count, now))
 
     def heartbeat(
         self, jid: str, worker: str, data: str | None = None, *, now: float | None = None
     ) -> float:
         """Extend `worker`'s lock on a running job (and replace its data); return the new expiry."""
-        ...
+        return self._heartbeat(checks.heartbeat(jid, worker, data, now, self.max_data_bytes))
 
     # -- finishing work -------------------------------------------------------------------
     def complete(
@@ -169,7 +194,14 @@ class Engine(Protocol):
         now: float | None = None,
     ) -> str:
         """Complete a job `worker` holds in `queue`, or advance it to `next`; return its state."""
-        ...
+        command = checks.complete(
+            jid, worker, queue, data, next, delay, depends, now, self.max_data_bytes
+        )
+        if command.delay:
+            self._require(Capability.DELAY, "complete(delay=...)")
+        if command.depends:
+            self._require(Capability.DEPENDENCIES, "complete(depends=...)")
+        return self._complete(command)
 
     def complete_many(
         self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
@@ -178,7 +210,8 @@ class Engine(Protocol):
 
         A jid whose lock `worker` no longer holds is skipped (its job goes on elsewhere).
         """
-        ...
+        command = checks.settle(jids, worker, queue, 0.0, now)
+        return self._complete_many(command) if command.jids else []
 
     def release(
         self,
@@ -195,7 +228,10 @@ class Engine(Protocol):
         with no retry spent (Kestrel's abort, SQS's visibility timeout set to `delay`).
         Jids whose lock `worker` no longer holds are skipped.
         """
-        ...
+        command = checks.settle(jids, worker, queue, delay, now)
+        if command.delay:
+            self._require(Capability.DELAY, "release(delay=...)")
+        return self._release(command) if command.jids else []
 
     def fail(
         self,
@@ -208,7 +244,9 @@ class Engine(Protocol):
         now: float | None = None,
     ) -> str:
         """Fail a running job into failure `group`. Returns the jid."""
-        ...
+        command = checks.fail(jid, worker, group, message, data, now, self.max_data_bytes)
+        self._fail(command)
+        return command.jid
 
     def retry(
         self,
@@ -225,35 +263,49 @@ class Engine(Protocol):
 
         When none remain the job fails, into `group` (default `failed-retries-<queue>`).
         """
-        ...
+        command = checks.retry(jid, queue, worker, delay, group, message, now)
+        if command.delay:
+            self._require(Capability.DELAY, "retry(delay=...)")
+        return self._retry(command)
 
     # -- managing jobs --------------------------------------------------------------------
     def cancel(self, jids: Sequence[str], *, now: float | None = None) -> list[str]:
         """Delete jobs everywhere. Refuses (InvalidState) if another job depends on one of them."""
-        ...
+        command = checks.jids(jids, now)
+        return self._cancel(command) if command.jids else []
 
     def timeout(self, jids: Sequence[str], *, now: float | None = None) -> None:
         """Force running jobs' locks to expire: they become `stalled` and are popped first."""
-        ...
+        self._require(Capability.TIMEOUT, "timeout")
+        command = checks.jids(jids, now)
+        if command.jids:
+            self._timeout(command)
 
-    def priority(self, jid: str, priority: int, *, now: float | None = None) -> None: ...
+    def priority(self, jid: str, priority: int, *, now: float | None = None) -> None:
+        self._require(Capability.PRIORITY, "priority")
+        self._set_priority(checks.priority(jid, priority, now))
 
-    def get(self, jid: str, *, now: float | None = None) -> Job | None: ...
+    def get(self, jid: str, *, now: float | None = None) -> Job | None:
+        found = self._multiget(checks.Jids([names.label(jid, "jid")], checks.now(now)))
+        return found[0] if found else None
 
     def multiget(self, jids: Sequence[str], *, now: float | None = None) -> list[Job]:
         """The jobs that exist among `jids`, in the order asked."""
-        ...
+        command = checks.jids(jids, now, unique=False)
+        return self._multiget(command) if command.jids else []
 
     # -- queues ---------------------------------------------------------------------------
     def queues(self, *, now: float | None = None) -> list[QueueCounts]:
         """Counts for every known queue, by name."""
-        ...
+        return self._queues(checks.now(now))
 
-    def queue_counts(self, queue: str, *, now: float | None = None) -> QueueCounts: ...
+    def queue_counts(self, queue: str, *, now: float | None = None) -> QueueCounts:
+        return self._queue_counts(checks.queue_at(queue, now))
 
     def length(self, queue: str, *, now: float | None = None) -> int:
-        """Running + waiting + scheduled jobs of `queue` (not `depends`, not recurring)."""
-        ...
+        """Running + stalled + waiting + scheduled jobs of `queue` (not depends, nor recurring)."""
+        counts = self.queue_counts(queue, now=now)
+        return counts.running + counts.stalled + counts.waiting + counts.scheduled
 
     def jobs(
         self,
@@ -266,62 +318,95 @@ class Engine(Protocol):
     ) -> list[str]:
         """Jids by state: `complete` (newest first, no queue) or running, stalled, scheduled,
         depends, waiting, recurring (per queue)."""
-        ...
+        command = checks.listing(state, queue, offset, count, now)
+        return self._jobs(command) if command.limit else []
 
-    def pause(self, queues: Sequence[str], *, now: float | None = None) -> None: ...
+    def pause(self, queues: Sequence[str], *, now: float | None = None) -> None:
+        self._pause(queues, True, now)
 
-    def unpause(self, queues: Sequence[str], *, now: float | None = None) -> None: ...
+    def unpause(self, queues: Sequence[str], *, now: float | None = None) -> None:
+        self._pause(queues, False, now)
+
+    def _pause(self, queues: Sequence[str], paused: bool, now: float | None) -> None:
+        self._require(Capability.PAUSE, "pause" if paused else "unpause")
+        command = checks.queues(queues, now)
+        if command.queues:
+            self._set_paused(command, paused)
+
+    def queue_forget(self, queues: Sequence[str], *, now: float | None = None) -> None:
+        """QUEUE_FORGET: drop queues from the list of known queues."""
+        self._require(Capability.QUEUE_FORGET, "queue_forget")
+        command = checks.queues(queues, now)
+        if command.queues:
+            self._queue_forget(command)
 
     # -- failures -------------------------------------------------------------------------
     def failed_groups(self, *, now: float | None = None) -> dict[str, int]:
         """Failure groups and how many jobs each holds."""
-        ...
+        return self._failed_groups(checks.now(now))
 
     def failed(
         self, group: str, start: int = 0, limit: int = 25, *, now: float | None = None
     ) -> JobPage:
         """The jobs of one failure group, newest first."""
-        ...
+        return self._failed(checks.failed_page(group, start, limit, now))
 
     def unfail(self, queue: str, group: str, count: int = 25, *, now: float | None = None) -> int:
         """Put up to `count` of the oldest jobs of `group` back into `queue`; return how many."""
-        ...
+        return self._unfail(checks.unfail(queue, group, count, now))
 
     # -- configuration --------------------------------------------------------------------
-    def config_get(self, key: str, *, now: float | None = None) -> ConfigValue | None: ...
+    def config_get(self, key: str, *, now: float | None = None) -> ConfigValue | None:
+        return self._config_get(checks.config_key(key))
 
     def config_all(self, *, now: float | None = None) -> dict[str, ConfigValue]:
         """The defaults merged with what was set."""
-        ...
+        return self._config_all()
 
-    def config_set(self, key: str, value: ConfigValue, *, now: float | None = None) -> None: ...
+    def config_set(self, key: str, value: ConfigValue, *, now: float | None = None) -> None:
+        setting = checks.config_set(key, value)
+        if setting.key.endswith("-max-concurrency"):
+            self._require(Capability.MAX_CONCURRENCY, "config_set(<queue>-max-concurrency)")
+        self._config_set(setting, checks.now(now))
 
-    def config_unset(self, key: str, *, now: float | None = None) -> None: ...
+    def config_unset(self, key: str, *, now: float | None = None) -> None:
+        self._config_unset(checks.config_key(key), checks.now(now))
 
     # -- optional capabilities ------------------------------------------------------------
     def depends_add(self, jid: str, jids: Sequence[str], *, now: float | None = None) -> None:
         """DEPENDENCIES: make a job in state `depends` also wait for `jids`."""
-        ...
+        self._require(Capability.DEPENDENCIES, "depends_add")
+        self._depends(checks.depends(jid, jids, now), add=True)
 
     def depends_remove(
         self, jid: str, jids: Sequence[str] | None, *, now: float | None = None
     ) -> None:
         """DEPENDENCIES: drop some (None: all) dependencies; with none left the job is released."""
-        ...
+        self._require(Capability.DEPENDENCIES, "depends_remove")
+        self._depends(checks.depends(jid, jids, now), add=False)
 
     def tag_add(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
         """TAGS: add tags; return the job's tags."""
-        ...
+        self._require(Capability.TAGS, "tag_add")
+        return self._retag(checks.retag(jid, tags, now), add=True)
 
     def tag_remove(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
         """TAGS: remove tags; return the job's tags."""
-        ...
+        self._require(Capability.TAGS, "tag_remove")
+        return self._retag(checks.retag(jid, tags, now), add=False)
 
     def tagged(
         self, tag: str, offset: int = 0, count: int = 25, *, now: float | None = None
     ) -> JobPage:
         """TAGS: jobs carrying `tag` (total and a page of jobs), oldest tagging first."""
-        ...
+        self._require(Capability.TAGS, "tagged")
+        return self._tagged(checks.tagged_page(tag, offset, count, now))
+
+    def tags_top(self, offset: int = 0, count: int = 25, *, now: float | None = None) -> list[str]:
+        """TAGS: the tags on at least two jobs, most used first."""
+        self._require(Capability.TAGS, "tags_top")
+        command = checks.top_page(offset, count, now)
+        return self._tags_top(command) if command.limit else []
 
     def log(
         self,
@@ -332,31 +417,41 @@ class Engine(Protocol):
         now: float | None = None,
     ) -> None:
         """LOG: append a custom entry to a job's history."""
-        ...
-
-    def tags_top(self, offset: int = 0, count: int = 25, *, now: float | None = None) -> list[str]:
-        """TAGS: the tags on at least two jobs, most used first."""
-        ...
+        self._require(Capability.LOG, "log")
+        self._log(checks.log(jid, message, data, now))
 
     def track(self, jid: str, *, now: float | None = None) -> None:
         """TRACKING: mark a job as tracked."""
-        ...
+        self._require(Capability.TRACKING, "track")
+        self._track(names.label(jid, "jid"), True, checks.now(now))
 
-    def untrack(self, jid: str, *, now: float | None = None) -> None: ...
+    def untrack(self, jid: str, *, now: float | None = None) -> None:
+        self._require(Capability.TRACKING, "untrack")
+        self._track(names.label(jid, "jid"), False, checks.now(now))
 
-    def tracked(self, *, now: float | None = None) -> list[Job]: ...
+    def tracked(self, *, now: float | None = None) -> list[Job]:
+        self._require(Capability.TRACKING, "tracked")
+        return self._tracked(checks.now(now))
 
     def stats(self, queue: str, date: float, *, now: float | None = None) -> QueueStats:
         """STATS: wait and run statistics of `queue` on the (UTC) day containing `date`."""
-        ...
+        self._require(Capability.STATS, "stats")
+        return self._stats(checks.stats(queue, date), checks.now(now))
 
     def workers(self, *, now: float | None = None) -> list[WorkerCounts]:
         """WORKERS: known workers, most recently seen first; idle past max-worker-age pruned."""
-        ...
+        self._require(Capability.WORKERS, "workers")
+        return self._workers(checks.now(now))
 
-    def worker_jobs(self, worker: str, *, now: float | None = None) -> WorkerJobs: ...
+    def worker_jobs(self, worker: str, *, now: float | None = None) -> WorkerJobs:
+        self._require(Capability.WORKERS, "worker_jobs")
+        return self._worker_jobs(checks.worker_at(worker, now))
 
-    def worker_deregister(self, workers: Sequence[str], *, now: float | None = None) -> None: ...
+    def worker_deregister(self, workers: Sequence[str], *, now: float | None = None) -> None:
+        self._require(Capability.WORKERS, "worker_deregister")
+        checked = names.labels(workers, "workers")
+        if checked:
+            self._worker_deregister(checked, checks.now(now))
 
     def recur(
         self,
@@ -374,26 +469,33 @@ class Engine(Protocol):
         now: float | None = None,
     ) -> str:
         """RECURRING: a template that spawns job `<jid>-<n>` into `queue` every `interval` s."""
-        ...
+        self._require(Capability.RECURRING, "recur")
+        command = checks.recur(
+            queue, jid, klass, data, interval, offset, priority, tags, retries, backlog, now,
+            self.max_data_bytes,
+        )  # fmt: skip
+        self._recur(command)
+        return command.jid
 
-    def unrecur(self, jid: str, *, now: float | None = None) -> None: ...
+    def unrecur(self, jid: str, *, now: float | None = None) -> None:
+        self._require(Capability.RECURRING, "unrecur")
+        self._unrecur(names.label(jid, "jid"), checks.now(now))
 
-    def recur_get(self, jid: str, *, now: float | None = None) -> RecurringJob | None: ...
+    def recur_get(self, jid: str, *, now: float | None = None) -> RecurringJob | None:
+        self._require(Capability.RECURRING, "recur_get")
+        return self._recur_get(names.label(jid, "jid"), checks.now(now))
 
     def recur_update(
         self, jid: str, changes: Mapping[str, object], *, now: float | None = None
     ) -> None:
         """RECURRING: change priority, interval, retries, data, klass, queue or backlog."""
-        ...
+        self._require(Capability.RECURRING, "recur_update")
+        self._recur_update(checks.recur_update(jid, changes, now, self.max_data_bytes))
 
-    def recur_tag(
-        self, jid: str, tags: Sequence[str], *, now: float | None = None
-    ) -> list[str]: ...
+    def recur_tag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
+        self._require(Capability.RECURRING, "recur_tag")
+        return self._recur_retag(checks.retag(jid, tags, now), add=True)
 
-    def recur_untag(
-        self, jid: str, tags: Sequence[str], *, now: float | None = None
-    ) -> list[str]: ...
-
-    def queue_forget(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        """QUEUE_FORGET: drop queues from the list of known queues."""
-        ...
+    def recur_untag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
+        self._require(Capability.RECURRING, "recur_untag")
+        return self._recur_retag(checks.retag(jid, tags, now), add=False)

@@ -39,7 +39,8 @@ def test_json_text_checks_type_syntax_and_size() -> None:
 
 
 def test_a_put_record_carries_every_checked_job_with_who_and_when() -> None:
-    record = checks.put("q", "j", "K", "{}", 1, None, ["t", "t"], 2, None, "", 5.0, 100)
+    given = NewJob("q", "j", "K", "{}", 1, None, ["t", "t"], 2, None)
+    record = checks.put(given, "", 5.0, 100)
     assert record == checks.Put([NewJob("q", "j", "K", "{}", 1.0, None, ["t"], 2, None)], "", 5.0)
 
 

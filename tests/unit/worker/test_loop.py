@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lanner import Engine, EngineUnavailable, Job, JobState
+from lanner import EngineUnavailable, Job, JobState
 from lanner.task import Task
 from lanner.worker.loop import Limits, WorkerLoop
 
@@ -234,34 +234,23 @@ def test_stop_finishes_the_running_task_and_gives_back_the_rest(world: World) ->
     assert world.loop.stopping
 
 
-class Flaky:
-    """A real engine whose pops fail `failures` times as if its store were down."""
-
-    def __init__(self, engine: Engine, failures: int) -> None:
-        self._engine = engine
-        self.failures = failures
-
-    def pop(self, *args: Any, **kwargs: Any) -> list[Job]:
-        if self.failures:
-            self.failures -= 1
-            raise EngineUnavailable("store down (test)")
-        jobs: list[Job] = self._engine.pop(*args, **kwargs)
-        return jobs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._engine, name)
-
-
 def test_the_loop_waits_out_an_engine_outage_and_carries_on(
     worlds: Worlds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world = worlds(limits=Limits(max_tasks=1))
     jid = world.app.publish(WLEcho, ["after the outage"])
-    flaky = Flaky(world.engine, failures=3)
-    world.loop.engine = flaky
+    real_pop, failures = world.engine._pop, [3]
+
+    def pop_while_the_store_is_down(command: Any) -> list[Job]:
+        if failures[0]:
+            failures[0] -= 1
+            raise EngineUnavailable("store down (test)")
+        return real_pop(command)
+
+    monkeypatch.setattr(world.engine, "_pop", pop_while_the_store_is_down)
     monkeypatch.setattr(WorkerLoop, "outage_first_pause", 0.01)
 
     assert world.loop.run() == "max-tasks"
 
-    assert flaky.failures == 0
+    assert failures == [0]
     assert world.get(jid).state == JobState.COMPLETE

@@ -1,29 +1,31 @@
 """The SQLite engine: lanner's job contract on one durable file, shared by local processes.
 
-This class is the engine's face: each command checks its arguments (`lanner.checks`),
-opens one transaction (`connection.py`) and calls the module that owns its noun:
-`put.py` (putting jobs), `pop.py` (taking them), `jobs.py` (a job's life after that),
-`queues.py` (counts, listings, failure groups), `tags.py`, `workers.py`,
-`recurring.py`, `config.py` and `stats.py`. The data layout is in `schema.py`; the
-semantics are docs/protocol.md.
+`lanner.Engine` checks each command's arguments; the hooks here open one transaction
+(`connection.py`) and call the module that owns the command's noun: `put.py` (putting
+jobs), `pop.py` (taking them), `jobs.py` (a job's life after that), `queues.py` (counts,
+listings, failure groups), `tags.py`, `workers.py`, `recurring.py`, `config.py` and
+`stats.py`. The data layout is in `schema.py`; the semantics are docs/protocol.md.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import Final
 
-from lanner import checks, names
-from lanner.engine import Capability
+from lanner import checks
+from lanner.engine import Capability, Engine
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import jobs, pop, put, recurring, rows, stats
-
-# Aliased: the contract's parameters `queues`, `tags` and `workers` would shadow them.
-from lanner.engines.sqlite import queues as queue_ops
-from lanner.engines.sqlite import tags as tag_ops
-from lanner.engines.sqlite import workers as worker_ops
+from lanner.engines.sqlite import (
+    jobs,
+    pop,
+    put,
+    queues,
+    recurring,
+    rows,
+    stats,
+    tags,
+    workers,
+)
 from lanner.engines.sqlite.connection import Database
 from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.errors import JobNotFound
@@ -31,7 +33,6 @@ from lanner.job import Job
 from lanner.records import (
     ConfigValue,
     JobPage,
-    NewJob,
     QueueCounts,
     QueueStats,
     RecurringJob,
@@ -40,11 +41,11 @@ from lanner.records import (
 )
 
 
-class SQLiteEngine:
+class SQLiteEngine(Engine):
     """The embedded engine. Safe to share between threads; reopens itself after fork."""
 
-    name: Final = "sqlite"
-    capabilities: Final = frozenset(Capability)
+    name = "sqlite"
+    capabilities = frozenset(Capability)
 
     def __init__(self, path: str | os.PathLike[str], options: SQLiteOptions | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
@@ -59,101 +60,38 @@ class SQLiteEngine:
     def __repr__(self) -> str:
         return f"SQLiteEngine({self.path!r}, synchronous={self.options.synchronous!r})"
 
-    def __enter__(self) -> SQLiteEngine:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     def close(self) -> None:
         self.database.close()
 
     # -- configuration --------------------------------------------------------------------
-    def config_get(self, key: str, *, now: float | None = None) -> ConfigValue | None:
-        key = checks.config_key(key)
+    def _config_get(self, key: str) -> ConfigValue | None:
         with self.database.statement() as conn:
             return settings.read(conn, key)
 
-    def config_all(self, *, now: float | None = None) -> dict[str, ConfigValue]:
+    def _config_all(self) -> dict[str, ConfigValue]:
         with self.database.statement() as conn:
             return settings.read_all(conn)
 
-    def config_set(self, key: str, value: ConfigValue, *, now: float | None = None) -> None:
-        setting = checks.config_set(key, value)
+    def _config_set(self, setting: checks.Setting, now: float) -> None:
         with self.database.write() as conn:
             settings.write(conn, setting.key, setting.value)
 
-    def config_unset(self, key: str, *, now: float | None = None) -> None:
-        key = checks.config_key(key)
+    def _config_unset(self, key: str, now: float) -> None:
         with self.database.write() as conn:
             settings.unset(conn, key)
 
     # -- putting work ---------------------------------------------------------------------
-    def put(
-        self,
-        queue: str,
-        jid: str,
-        klass: str,
-        data: str = "{}",
-        *,
-        delay: float = 0.0,
-        priority: int | None = None,
-        tags: Sequence[str] | None = None,
-        retries: int | None = None,
-        depends: Sequence[str] | None = None,
-        worker: str = "",
-        now: float | None = None,
-    ) -> str:
-        return self._put("put", checks.put(
-            queue, jid, klass, data, delay, priority, tags, retries, depends, worker, now,
-            self.max_data_bytes,
-        ))[0]  # fmt: skip
-
-    def requeue(
-        self,
-        queue: str,
-        jid: str,
-        klass: str,
-        data: str = "{}",
-        *,
-        delay: float = 0.0,
-        priority: int | None = None,
-        tags: Sequence[str] | None = None,
-        retries: int | None = None,
-        depends: Sequence[str] | None = None,
-        worker: str = "",
-        now: float | None = None,
-    ) -> str:
-        return self._put("requeue", checks.put(
-            queue, jid, klass, data, delay, priority, tags, retries, depends, worker, now,
-            self.max_data_bytes,
-        ))[0]  # fmt: skip
-
-    def put_many(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[str]:
-        return self._put("put_many", checks.put_many(jobs, now, self.max_data_bytes))
-
     def _put(self, command: str, checked: checks.Put) -> list[str]:
-        """The one path of put, requeue and put_many: one transaction for all the jobs."""
-        if checked.jobs:
-            with self.database.write() as conn:
-                if command == "requeue":
-                    jid = checked.jobs[0].jid
-                    if conn.execute("SELECT 1 FROM jobs WHERE jid = ?", (jid,)).fetchone() is None:
-                        raise JobNotFound(jid, command)
-                put.store(conn, checked.jobs, checked.now, settings.read_all(conn))
+        with self.database.write() as conn:
+            if command == "requeue":
+                jid = checked.jobs[0].jid
+                if conn.execute("SELECT 1 FROM jobs WHERE jid = ?", (jid,)).fetchone() is None:
+                    raise JobNotFound(jid, command)
+            put.store(conn, checked.jobs, checked.now, settings.read_all(conn))
         return [job.jid for job in checked.jobs]
 
     # -- taking work ----------------------------------------------------------------------
-    def pop(
-        self,
-        queue: str,
-        worker: str,
-        count: int = 1,
-        *,
-        wait: float = 0.0,
-        now: float | None = None,
-    ) -> list[Job]:
-        command = checks.pop(queue, worker, count, wait, now)
+    def _pop(self, command: checks.Pop) -> list[Job]:
         taken, versions, due = self._pop_once(command)
         if taken or command.wait == 0:
             return taken
@@ -201,311 +139,152 @@ class SQLiteEngine:
                 return taken
             pause = 0.0001
 
-    def peek(self, queue: str, count: int = 1, *, now: float | None = None) -> list[Job]:
-        command = checks.peek(queue, count, now)
+    def _peek(self, command: checks.Peek) -> list[Job]:
         with self.database.read() as conn:
             return pop.peek(conn, command.queue, command.limit, command.now)
 
-    def heartbeat(
-        self, jid: str, worker: str, data: str | None = None, *, now: float | None = None
-    ) -> float:
-        command = checks.heartbeat(jid, worker, data, now, self.max_data_bytes)
+    def _heartbeat(self, command: checks.Heartbeat) -> float:
         with self.database.write() as conn:
             return jobs.heartbeat(conn, command)
 
     # -- finishing work -------------------------------------------------------------------
-    def complete(
-        self,
-        jid: str,
-        worker: str,
-        queue: str,
-        data: str | None = None,
-        *,
-        next: str | None = None,
-        delay: float = 0.0,
-        depends: Sequence[str] | None = None,
-        now: float | None = None,
-    ) -> str:
-        command = checks.complete(
-            jid, worker, queue, data, next, delay, depends, now, self.max_data_bytes
-        )
+    def _complete(self, command: checks.Complete) -> str:
         with self.database.write() as conn:
             return jobs.complete(conn, command)
 
-    def complete_many(
-        self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
-    ) -> list[str]:
-        command = checks.settle(jids, worker, queue, 0.0, now)
-        if not command.jids:
-            return []
+    def _complete_many(self, command: checks.Settle) -> list[str]:
         with self.database.write() as conn:
             done = set(jobs.complete_many(conn, command))
         return [jid for jid in command.jids if jid in done]
 
-    def release(
-        self,
-        jids: Sequence[str],
-        worker: str,
-        queue: str,
-        *,
-        delay: float = 0.0,
-        now: float | None = None,
-    ) -> list[str]:
-        command = checks.settle(jids, worker, queue, delay, now)
-        if not command.jids:
-            return []
+    def _release(self, command: checks.Settle) -> list[str]:
         with self.database.write() as conn:
             released = jobs.release(conn, command)
         return [jid for jid in command.jids if jid in released]
 
-    def fail(
-        self,
-        jid: str,
-        worker: str,
-        group: str,
-        message: str,
-        data: str | None = None,
-        *,
-        now: float | None = None,
-    ) -> str:
-        command = checks.fail(jid, worker, group, message, data, now, self.max_data_bytes)
+    def _fail(self, command: checks.Fail) -> None:
         with self.database.write() as conn:
             jobs.fail(conn, command)
-        return command.jid
 
-    def retry(
-        self,
-        jid: str,
-        queue: str,
-        worker: str,
-        delay: float = 0.0,
-        group: str | None = None,
-        message: str | None = None,
-        *,
-        now: float | None = None,
-    ) -> int:
-        command = checks.retry(jid, queue, worker, delay, group, message, now)
+    def _retry(self, command: checks.Retry) -> int:
         with self.database.write() as conn:
             return jobs.retry(conn, command)
 
     # -- managing jobs --------------------------------------------------------------------
-    def cancel(self, jids: Sequence[str], *, now: float | None = None) -> list[str]:
-        command = checks.jids(jids, now)
-        if not command.jids:
-            return []
+    def _cancel(self, command: checks.Jids) -> list[str]:
         with self.database.write() as conn:
             cancelled = jobs.cancel(conn, command.jids)
         return [jid for jid in command.jids if jid in cancelled]
 
-    def timeout(self, jids: Sequence[str], *, now: float | None = None) -> None:
-        command = checks.jids(jids, now)
+    def _timeout(self, command: checks.Jids) -> None:
         with self.database.write() as conn:
             jobs.timeout(conn, command)
 
-    def priority(self, jid: str, priority: int, *, now: float | None = None) -> None:
-        command = checks.priority(jid, priority, now)
+    def _set_priority(self, command: checks.JobPriority) -> None:
         with self.database.write() as conn:
             jobs.set_priority(conn, command)
 
-    def get(self, jid: str, *, now: float | None = None) -> Job | None:
-        found = self.multiget([jid], now=now)
-        return found[0] if found else None
-
-    def multiget(self, jids: Sequence[str], *, now: float | None = None) -> list[Job]:
-        command = checks.jids(jids, now, unique=False)
+    def _multiget(self, command: checks.Jids) -> list[Job]:
         with self.database.read() as conn:
             return rows.multiget(conn, command.jids)
 
     # -- queues ---------------------------------------------------------------------------
-    def queues(self, *, now: float | None = None) -> list[QueueCounts]:
-        at = checks.now(now)
+    def _queues(self, now: float) -> list[QueueCounts]:
         with self.database.read() as conn:
-            return queue_ops.all_counts(conn, at)
+            return queues.all_counts(conn, now)
 
-    def queue_counts(self, queue: str, *, now: float | None = None) -> QueueCounts:
-        command = checks.queue_at(queue, now)
+    def _queue_counts(self, command: checks.QueueAt) -> QueueCounts:
         with self.database.read() as conn:
-            return queue_ops.counts_of(conn, command.queue, command.now)
+            return queues.counts_of(conn, command.queue, command.now)
 
-    def length(self, queue: str, *, now: float | None = None) -> int:
-        counts = self.queue_counts(queue, now=now)
-        return counts.running + counts.stalled + counts.waiting + counts.scheduled
-
-    def jobs(
-        self,
-        state: str,
-        queue: str | None = None,
-        offset: int = 0,
-        count: int = 25,
-        *,
-        now: float | None = None,
-    ) -> list[str]:
-        command = checks.listing(state, queue, offset, count, now)
+    def _jobs(self, command: checks.Listing) -> list[str]:
         with self.database.statement() as conn:
-            return queue_ops.listing(conn, command)
-
-    def pause(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        self._set_paused(checks.queues(queues, now), True)
-
-    def unpause(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        self._set_paused(checks.queues(queues, now), False)
+            return queues.listing(conn, command)
 
     def _set_paused(self, command: checks.Queues, paused: bool) -> None:
         with self.database.write() as conn:
-            queue_ops.set_paused(conn, command, paused)
+            queues.set_paused(conn, command, paused)
 
-    def queue_forget(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        command = checks.queues(queues, now)
+    def _queue_forget(self, command: checks.Queues) -> None:
         with self.database.write() as conn:
-            queue_ops.forget(conn, command.queues)
+            queues.forget(conn, command.queues)
 
     # -- failures -------------------------------------------------------------------------
-    def failed_groups(self, *, now: float | None = None) -> dict[str, int]:
+    def _failed_groups(self, now: float) -> dict[str, int]:
         with self.database.statement() as conn:
-            return queue_ops.failed_groups(conn)
+            return queues.failed_groups(conn)
 
-    def failed(
-        self, group: str, start: int = 0, limit: int = 25, *, now: float | None = None
-    ) -> JobPage:
-        command = checks.failed_page(group, start, limit, now)
+    def _failed(self, command: checks.Page) -> JobPage:
         with self.database.read() as conn:
-            return queue_ops.failed(conn, command)
+            return queues.failed(conn, command)
 
-    def unfail(self, queue: str, group: str, count: int = 25, *, now: float | None = None) -> int:
-        command = checks.unfail(queue, group, count, now)
+    def _unfail(self, command: checks.Unfail) -> int:
         with self.database.write() as conn:
-            return queue_ops.unfail(conn, command)
+            return queues.unfail(conn, command)
 
-    # -- dependencies ---------------------------------------------------------------------
-    def depends_add(self, jid: str, jids: Sequence[str], *, now: float | None = None) -> None:
-        command = checks.depends(jid, jids, now)
+    # -- dependencies, tags, tracking and log ---------------------------------------------
+    def _depends(self, command: checks.Depends, add: bool) -> None:
         with self.database.write() as conn:
-            jobs.depends_add(conn, command)
+            (jobs.depends_add if add else jobs.depends_remove)(conn, command)
 
-    def depends_remove(
-        self, jid: str, jids: Sequence[str] | None, *, now: float | None = None
-    ) -> None:
-        command = checks.depends(jid, jids, now)
+    def _retag(self, command: checks.Retag, add: bool) -> list[str]:
         with self.database.write() as conn:
-            jobs.depends_remove(conn, command)
+            return tags.retag(conn, command, add=add)
 
-    # -- tags, tracking and log -----------------------------------------------------------
-    def tag_add(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        command = checks.retag(jid, tags, now)
-        with self.database.write() as conn:
-            return tag_ops.retag(conn, command, add=True)
-
-    def tag_remove(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        command = checks.retag(jid, tags, now)
-        with self.database.write() as conn:
-            return tag_ops.retag(conn, command, add=False)
-
-    def tagged(
-        self, tag: str, offset: int = 0, count: int = 25, *, now: float | None = None
-    ) -> JobPage:
-        command = checks.tagged_page(tag, offset, count, now)
+    def _tagged(self, command: checks.Page) -> JobPage:
         with self.database.read() as conn:
-            return tag_ops.tagged(conn, command)
+            return tags.tagged(conn, command)
 
-    def tags_top(self, offset: int = 0, count: int = 25, *, now: float | None = None) -> list[str]:
-        command = checks.top_page(offset, count, now)
+    def _tags_top(self, command: checks.Page) -> list[str]:
         with self.database.statement() as conn:
-            return tag_ops.top(conn, command)
+            return tags.top(conn, command)
 
-    def log(
-        self,
-        jid: str,
-        message: str,
-        data: Mapping[str, object] | None = None,
-        *,
-        now: float | None = None,
-    ) -> None:
-        command = checks.log(jid, message, data, now)
+    def _log(self, command: checks.Log) -> None:
         with self.database.write() as conn:
-            tag_ops.log(conn, command)
+            tags.log(conn, command)
 
-    def track(self, jid: str, *, now: float | None = None) -> None:
-        jid = names.label(jid, "jid")
+    def _track(self, jid: str, tracked: bool, now: float) -> None:
         with self.database.write() as conn:
-            tag_ops.set_tracked(conn, jid, True)
+            tags.set_tracked(conn, jid, tracked)
 
-    def untrack(self, jid: str, *, now: float | None = None) -> None:
-        jid = names.label(jid, "jid")
-        with self.database.write() as conn:
-            tag_ops.set_tracked(conn, jid, False)
-
-    def tracked(self, *, now: float | None = None) -> list[Job]:
+    def _tracked(self, now: float) -> list[Job]:
         with self.database.read() as conn:
-            return tag_ops.tracked(conn)
+            return tags.tracked(conn)
 
     # -- statistics and workers -----------------------------------------------------------
-    def stats(self, queue: str, date: float, *, now: float | None = None) -> QueueStats:
-        command = checks.stats(queue, date)
+    def _stats(self, command: checks.Stats, now: float) -> QueueStats:
         with self.database.read() as conn:
             return stats.read(conn, command.queue, command.date)
 
-    def workers(self, *, now: float | None = None) -> list[WorkerCounts]:
-        at = checks.now(now)
-        with self.database.write() as conn:
-            return worker_ops.registered(conn, at)
+    def _workers(self, now: float) -> list[WorkerCounts]:
+        with self.database.write() as conn:  # a write: the long idle are forgotten
+            return workers.registered(conn, now)
 
-    def worker_jobs(self, worker: str, *, now: float | None = None) -> WorkerJobs:
-        command = checks.worker_at(worker, now)
+    def _worker_jobs(self, command: checks.WorkerAt) -> WorkerJobs:
         with self.database.statement() as conn:
-            return worker_ops.held(conn, command.worker, command.now)
+            return workers.held(conn, command.worker, command.now)
 
-    def worker_deregister(self, workers: Sequence[str], *, now: float | None = None) -> None:
-        checked = names.labels(workers, "workers")
+    def _worker_deregister(self, worker_names: list[str], now: float) -> None:
         with self.database.write() as conn:
-            worker_ops.deregister(conn, checked)
+            workers.deregister(conn, worker_names)
 
     # -- recurring jobs -------------------------------------------------------------------
-    def recur(
-        self,
-        queue: str,
-        jid: str,
-        klass: str,
-        data: str,
-        interval: float,
-        offset: float = 0.0,
-        *,
-        priority: int = 0,
-        tags: Sequence[str] = (),
-        retries: int = 0,
-        backlog: int = 0,
-        now: float | None = None,
-    ) -> str:
-        command = checks.recur(
-            queue, jid, klass, data, interval, offset, priority, tags, retries, backlog, now,
-            self.max_data_bytes,
-        )  # fmt: skip
+    def _recur(self, command: checks.Recur) -> None:
         with self.database.write() as conn:
             recurring.recur(conn, command)
-        return command.jid
 
-    def unrecur(self, jid: str, *, now: float | None = None) -> None:
-        jid = names.label(jid, "jid")
+    def _unrecur(self, jid: str, now: float) -> None:
         with self.database.write() as conn:
             recurring.unrecur(conn, jid)
 
-    def recur_get(self, jid: str, *, now: float | None = None) -> RecurringJob | None:
-        jid = names.label(jid, "jid")
+    def _recur_get(self, jid: str, now: float) -> RecurringJob | None:
         with self.database.statement() as conn:
             return recurring.get(conn, jid)
 
-    def recur_update(
-        self, jid: str, changes: Mapping[str, object], *, now: float | None = None
-    ) -> None:
-        command = checks.recur_update(jid, changes, now, self.max_data_bytes)
+    def _recur_update(self, command: checks.RecurUpdate) -> None:
         with self.database.write() as conn:
             recurring.update(conn, command)
 
-    def recur_tag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        command = checks.retag(jid, tags, now)
+    def _recur_retag(self, command: checks.Retag, add: bool) -> list[str]:
         with self.database.write() as conn:
-            return recurring.retag(conn, command, add=True)
-
-    def recur_untag(self, jid: str, tags: Sequence[str], *, now: float | None = None) -> list[str]:
-        command = checks.retag(jid, tags, now)
-        with self.database.write() as conn:
-            return recurring.retag(conn, command, add=False)
+            return recurring.retag(conn, command, add=add)
