@@ -146,32 +146,33 @@ def drain(
 ) -> int:
     """Run the jobs ready in `queues` in this process, as a worker would; return how many ran.
 
-    Meant for tests: publish, `drain(app)`, then look at what the tasks did and at the
-    jobs' states. `queues` are names or `QueueConfig`s (default: the app's configured
-    queues); a name the app configures takes that configuration, another one the
-    `QueueConfig` defaults. Their settings are stored in the engine first (the lock a pop
-    takes is the queue's `visibility_timeout_sec`), as a worker does.
+    Meant for tests: publish, `drain(app)`, then check what the tasks did and the jobs'
+    states. `queues` are names or `QueueConfig`s (default: the app's configured queues); a
+    name the app configures takes that configuration, any other the `QueueConfig`
+    defaults. As a worker does, drain first stores their settings in the engine (a pop's
+    lock is the queue's `visibility_timeout_sec`).
 
-    Every job goes through lanner's worker loop (`WorkerLoop.run_batch`), so it ends as
-    under a worker: completed, retried with the settings' backoff, failed into its failure
-    group, or given back when `should_run_task` says no. Queues are taken highest priority
-    first, in batches of their `batch_size`, until none gives a job: what is waiting, due,
-    or stalled past its lock, including jobs the tasks publish meanwhile. Nothing is waited
-    for: a job scheduled for later, such as a retry with a delay, stays scheduled. A paused
+    Every job goes through lanner's worker loop (`WorkerLoop.run_batch`) and ends as under
+    a worker: completed, retried with the settings' backoff, failed into its group, or
+    given back when `should_run_task` says no. Queues are taken highest priority first, a
+    `batch_size` at a time, until none gives a job (waiting, due, or stalled past its lock,
+    jobs the tasks publish meanwhile included) or `max_jobs` jobs ran. Nothing is waited
+    for: a job scheduled for later, such as a retry with a delay, stays scheduled; a paused
     queue gives nothing.
 
-    Counted are the jobs whose task ran, successfully or not; with `max_jobs` no more than
-    that many are taken. A job that never reaches its task (an unknown task, data that
-    cannot be decoded) fails into its `lanner-*` group uncounted. Jobs that come back
-    without running (given back with no delay, e.g. a task whose `time_limit` outlasts the
-    queue's lock) end the draining of their queue instead of going round forever; a task
-    that publishes a new job each time it runs needs `max_jobs`.
+    The count is of jobs whose task ran, successfully or not. A job that never reaches its
+    task (an unknown task, data that cannot be decoded) fails into its `lanner-*` group
+    uncounted. Jobs that come back without running (given back with no delay, as when a
+    task's `time_limit` outlasts the queue's lock) end the draining of their queue rather
+    than go round forever; a task that publishes a new job every time it runs needs
+    `max_jobs`.
 
-    The soft time limit (`TimeLimitExceeded` inside a task at its `time_limit`) uses
-    SIGALRM, which only the main thread receives: called from another thread, drain runs
-    tasks without it, and nothing stops a task that overruns. Errors of the engine (such as
-    `EngineUnavailable`) are raised to the caller, not waited out.
+    The soft time limit (`TimeLimitExceeded` raised inside a task at its `time_limit`)
+    uses SIGALRM, which only the main thread receives: called from another thread, drain
+    runs tasks without it, so nothing stops a task that overruns. Engine errors (such as
+    `EngineUnavailable`) are raised, not waited out.
     """
+    # Imported here: the CLI imports this module for retry and listing, not the worker.
     from lanner.selectors import HighestPriorityFirst
     from lanner.worker.loop import WorkerLoop, configure_queues
 
@@ -180,6 +181,9 @@ def drain(
     ):
         raise MalformedArgument(f"max_jobs must be None or an int >= 0, not {max_jobs!r}")
     configs = _queues_to_drain(app, queues)
+    # A deterministic selector: the same jobs run in the same order on every run of a test.
+    # (The loop's heartbeat thread starts at its first job and has no stop: it outlives
+    # this call, idle, as a daemon.)
     loop = WorkerLoop(app, configs, HighestPriorityFirst())
     configure_queues(app.engine, configs)
     if threading.current_thread() is not threading.main_thread():
