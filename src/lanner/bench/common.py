@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from lanner._version import __version__
+from lanner import __version__
 
 DEFAULT_JOBS: Final = 20_000
 DEFAULT_BATCH: Final = 100
