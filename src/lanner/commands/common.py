@@ -47,6 +47,18 @@ def json_option(command: F) -> F:
     )(command)
 
 
+def limit_option(help_text: str) -> Callable[[F], F]:
+    """`--limit N`: at most N (25 unless given) of what a command lists."""
+    return click.option(
+        "--limit",
+        metavar="N",
+        type=click.IntRange(min=1),
+        default=25,
+        show_default=True,
+        help=help_text,
+    )
+
+
 def load_app(app_path: str | None, broker: str | None) -> App:
     """The App of `-A module[:attr]`, else one built from configuration (and `--broker`)."""
     if app_path:

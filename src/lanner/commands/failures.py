@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from lanner.commands.common import connection_options, json_option, session
+from lanner.commands.common import connection_options, json_option, limit_option, session
 from lanner.commands.rendering import groups_table, print_json, say, table, text, utc
 from lanner.job import Job
 from lanner.operations import retry_failed
@@ -79,14 +79,7 @@ def show_failed_jobs(group: str, page: JobPage, as_json: bool) -> None:
 
 @click.command("failed")
 @click.argument("group", required=False)
-@click.option(
-    "--limit",
-    metavar="N",
-    type=click.IntRange(min=1),
-    default=25,
-    show_default=True,
-    help="At most N jobs of GROUP, newest first.",
-)
+@limit_option("At most N jobs of GROUP, newest first.")
 @json_option
 @connection_options
 def failed_command(

@@ -21,7 +21,7 @@ from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
 
-from lanner.commands.common import connection_options, json_option, session
+from lanner.commands.common import connection_options, json_option, limit_option, session
 from lanner.commands.rendering import (
     groups_table,
     key_values,
@@ -105,14 +105,7 @@ def jobs_table(found: Sequence[Mapping[str, Any]], state: str, queue: str | None
     show_default=True,
     help="Which jobs to list; complete ones belong to no queue.",
 )
-@click.option(
-    "--limit",
-    metavar="N",
-    type=click.IntRange(min=1),
-    default=25,
-    show_default=True,
-    help="At most N jobs.",
-)
+@limit_option("At most N jobs.")
 @json_option
 @connection_options
 def jobs_command(
