@@ -1,4 +1,4 @@
-"""The `lanner` command line: the subcommands live in lanner.commands."""
+"""The `lanner` command line: the subcommands live in lanner.commands (and lanner.bench)."""
 
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ def redis_script(library: bool) -> None:
 
 def _register_subcommands() -> None:
     from lanner.bench.cli import bench
-    from lanner.commands import admin
+    from lanner.commands import register_admin
     from lanner.commands.demo import demo
     from lanner.commands.worker import worker
 
     main.add_command(demo)
     main.add_command(worker)
-    admin.register(main)
+    register_admin(main)
     main.add_command(bench)
     main.add_command(redis_script)
 

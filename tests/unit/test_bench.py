@@ -9,16 +9,11 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
+from lanner.bench.children import ChildGroup
 from lanner.bench.cli import results_table
-from lanner.bench.engine import (
-    PICKUP_TIMEOUT,
-    BenchError,
-    ChildGroup,
-    EngineBenchResult,
-    MachineInfo,
-    drain_worker,
-    run_engine_benchmark,
-)
+from lanner.bench.common import BenchError, MachineInfo
+from lanner.bench.engine import EngineBenchResult, drain_worker, run_engine_benchmark
+from lanner.bench.pickup import PICKUP_TIMEOUT
 from lanner.bench.stats import Percentiles, percentile
 from lanner.cli import main
 

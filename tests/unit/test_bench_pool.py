@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from lanner.app import App
-from lanner.bench import pool
-from lanner.bench.engine import BenchError
+from lanner.bench import pool_tasks
+from lanner.bench.common import BenchError
 from lanner.bench.pool import run_pool_benchmark, verify_complete
 from lanner.cli import main
 from lanner.settings import Settings
@@ -82,7 +82,7 @@ def fail_always() -> None:
 @pytest.mark.slow
 def test_failed_jobs_fail_the_benchmark(monkeypatch: pytest.MonkeyPatch) -> None:
     # The benchmark makes its tasks of the module's functions at each run.
-    monkeypatch.setattr(pool, "noop", fail_always)
+    monkeypatch.setattr(pool_tasks, "noop", fail_always)
     with pytest.raises(BenchError, match=r"of 40 jobs, 40 failed; .*ValueError: no-op that fails"):
         run_pool_benchmark(None, jobs=40, concurrency=1, batch=10, samples=1)
     assert multiprocessing.active_children() == []

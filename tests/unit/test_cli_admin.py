@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 import lanner.app
-from lanner import Engine, JobState, open_engine
-from lanner.commands import admin
+from lanner import Engine, JobState, open_engine, operations
+from lanner.commands import register_admin
+from lanner.commands.failures import first_line
 from lanner.names import QUEUE_NAME_RULE
 
 KLASS = "myapp.tasks.Work"
@@ -51,7 +52,7 @@ def engine(url: str) -> Iterator[Engine]:
 @pytest.fixture
 def cli() -> click.Group:
     group = click.Group("lanner")
-    admin.register(group)
+    register_admin(group)
     return group
 
 
@@ -306,7 +307,7 @@ def test_failed_when_nothing_failed(cli: click.Group, url: str) -> None:
     ],
 )
 def test_first_line(message: str, line: str) -> None:
-    assert admin.first_line(message) == line
+    assert first_line(message) == line
 
 
 # -- retry --------------------------------------------------------------------------------
@@ -328,7 +329,7 @@ def states(engine: Engine) -> dict[str, tuple[str, JobState]]:
 def test_retry_puts_each_job_back_into_its_own_queue(
     cli: click.Group, url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch, page: int
 ) -> None:
-    monkeypatch.setattr(admin, "RETRY_PAGE", page)
+    monkeypatch.setattr(operations, "RETRY_PAGE", page)
     jobs = fail_interleaved(engine)
     result = run(cli, url, "retry", "boom")
     assert result.exit_code == 0, result.output
@@ -355,7 +356,7 @@ def test_retry_count_takes_the_oldest(cli: click.Group, url: str, engine: Engine
 def test_retry_into_one_queue(
     cli: click.Group, url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch, page: int
 ) -> None:
-    monkeypatch.setattr(admin, "RETRY_PAGE", page)
+    monkeypatch.setattr(operations, "RETRY_PAGE", page)
     fail_interleaved(engine)
     result = run(cli, url, "retry", "boom", "--queue", "c", "--count", "4")
     assert result.exit_code == 0, result.output
@@ -482,4 +483,13 @@ def test_publish_bad_queue_name(cli: click.Group, url: str, task_module: str) ->
 def test_register_adds_every_admin_command(cli: click.Group) -> None:
     assert sorted(cli.commands) == [
         "failed", "job", "jobs", "pause", "publish", "retry", "status", "unpause",
+    ]  # fmt: skip
+
+
+def test_lanner_has_every_command() -> None:
+    from lanner.cli import main
+
+    assert sorted(main.commands) == [
+        "bench", "demo", "failed", "job", "jobs", "pause", "publish", "redis-script", "retry",
+        "status", "unpause", "worker",
     ]  # fmt: skip

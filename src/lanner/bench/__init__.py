@@ -1,1 +1,13 @@
-"""Benchmarks of lanner on this machine: `lanner bench ...` and the helpers behind it."""
+"""Benchmarks of lanner on this machine: `lanner bench ...` and the helpers behind it.
+
+    cli         the `lanner bench` commands and how their results print
+    common      default sizes, errors, progress reporting, the store, the machine record
+    stats       percentiles of samples
+    engine      `lanner bench engine`: put and drain throughput, then pickup latency
+    pickup      its latency phases: put to a blocked pop, and on Redis the bare BLPOP floor
+    children    the spawned child processes those phases run in
+    pool        `lanner bench pool`: an App and a WorkerPool end to end
+    pool_tasks  the tasks the pool benchmark runs
+
+Only public names of other lanner modules are used here.
+"""

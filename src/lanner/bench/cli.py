@@ -1,4 +1,8 @@
-"""The `lanner bench` command group: runs benchmarks and shows their results."""
+"""The `lanner bench` command group: runs benchmarks and shows their results.
+
+The benchmarks themselves (`lanner.bench.engine`, `lanner.bench.pool`) are imported when
+a command runs, so that `lanner --help` does not load multiprocessing and the worker pool.
+"""
 
 from __future__ import annotations
 
@@ -8,31 +12,27 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console, Group
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
-from lanner.bench.engine import (
+from lanner.bench.common import (
     DEFAULT_BATCH,
+    DEFAULT_CONCURRENCY,
     DEFAULT_JOBS,
     DEFAULT_SAMPLES,
     BenchError,
-    EngineBenchResult,
-    run_engine_benchmark,
 )
-from lanner.bench.pool import DEFAULT_CONCURRENCY, PoolBenchResult, run_pool_benchmark
 from lanner.errors import LannerError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from lanner.bench.engine import EngineBenchResult
+    from lanner.bench.pool import PoolBenchResult
 
 
 class RichProgress:
@@ -51,6 +51,15 @@ class RichProgress:
 
 
 def progress_bar(console: Console) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),
@@ -123,6 +132,8 @@ def engine_command(url: str | None, jobs: int, batch: int, samples: int, as_json
     LPUSH to a BLPOP blocked in another process. Progress goes to stderr, results to
     stdout.
     """
+    from lanner.bench.engine import run_engine_benchmark
+
     errors = Console(stderr=True)
     if url is not None:
         errors.print(
@@ -224,6 +235,8 @@ def pool_command(
     task.delay() to the task starting in the idle pool; and the pool draining N/10 jobs that
     sleep 10 ms (at best C x 100 jobs/s). Progress goes to stderr, results to stdout.
     """
+    from lanner.bench.pool import run_pool_benchmark
+
     errors = Console(stderr=True)
     if url is not None:
         left = jobs + max(1, jobs // 10) + samples

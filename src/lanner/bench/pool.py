@@ -17,7 +17,6 @@ The pool is always terminated, and every job is checked to be complete, never fa
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import random
 import signal
@@ -30,8 +29,9 @@ from multiprocessing.queues import SimpleQueue
 from typing import Any, Final
 
 from lanner.app import App, TaskFunction
-from lanner.bench.engine import (
+from lanner.bench.common import (
     DEFAULT_BATCH,
+    DEFAULT_CONCURRENCY,
     DEFAULT_JOBS,
     DEFAULT_SAMPLES,
     IDLE_GAP,
@@ -40,8 +40,10 @@ from lanner.bench.engine import (
     MachineInfo,
     NoProgress,
     bench_store,
+    rate,
     synchronous_of,
 )
+from lanner.bench.pool_tasks import SLEEP_SECONDS, BenchTasks, start_channel
 from lanner.bench.stats import Percentiles
 from lanner.engine import Engine
 from lanner.job import JobState
@@ -49,19 +51,13 @@ from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.worker.pool import WorkerPool
 
-DEFAULT_CONCURRENCY: Final = 2
-
-SLEEP_SECONDS: Final = 0.010
-"""What each job of the last phase sleeps: C processes can do at most C / 0.010 jobs/s."""
-
 LONG_POLL_SEC: Final = 0.25
 """The queue's `long_poll_time_sec`. Short, so that an idle worker goes round its loop (and
 a stopping one exits) quickly; pickup latency does not depend on it, since a blocked pop
 wakes on a commit."""
 
 VISIBILITY_TIMEOUT_SEC: Final = 300.0
-TASK_TIME_LIMIT: Final = 30.0
-"""Below the visibility timeout, as the App requires; no benchmark task comes close."""
+"""The queue's lock; the tasks' time limit (`TASK_TIME_LIMIT`) must stay below it."""
 
 STALL_TIMEOUT: Final = 60.0
 """Seconds without a single job finishing before a drain is declared stuck."""
@@ -76,70 +72,6 @@ POLL_SEC: Final = 0.002
 """The longest the parent waits on the pool's pipes before looking at the store again."""
 
 VERIFY_CHUNK: Final = 500
-
-# Where `record_start` reports to. It must exist before the pool forks its children, who
-# inherit it; a module global because a task is found by its name, not passed an object.
-_started: SimpleQueue[tuple[int, float]] | None = None
-
-
-# -- the tasks ----------------------------------------------------------------------------
-# Module-level functions, made tasks of the benchmark's App at each run (`BenchTasks`).
-# The pool forks after that, so its children find them in the registry by name.
-
-
-def noop() -> None:
-    """Does nothing: a drain of these measures the queue and worker machinery alone."""
-
-
-def record_start(sample: int) -> None:
-    """Reports (sample, time.time()) the moment it starts, for the pickup latency."""
-    started = time.time()
-    if _started is None:
-        raise RuntimeError("record_start runs only under run_pool_benchmark")
-    _started.put((sample, started))
-
-
-def sleep_10ms() -> None:
-    """Sleeps 10 ms: a drain of these shows how close the pool gets to C × 100 jobs/s."""
-    time.sleep(SLEEP_SECONDS)
-
-
-@dataclass(frozen=True, slots=True)
-class BenchTasks:
-    """The benchmark's module-level functions, made tasks of one run's App."""
-
-    noop: TaskFunction[[], None]
-    record_start: TaskFunction[[int], None]
-    sleep_10ms: TaskFunction[[], None]
-
-    @classmethod
-    def register(cls, app: App, queue: str) -> BenchTasks:
-        """The benchmark's tasks, published by `app` to `queue`.
-
-        No retries: a job that fails must show up as failed at once, not 60 s later.
-        """
-        task = app.task(queue=queue, max_retries=0, time_limit=TASK_TIME_LIMIT)
-        return cls(task(noop), task(record_start), task(sleep_10ms))
-
-
-@contextmanager
-def start_channel() -> Iterator[SimpleQueue[tuple[int, float]]]:
-    """The queue `record_start` reports to, for the duration of the block.
-
-    A SimpleQueue: its `put` writes to the pipe at once, with no feeder thread whose
-    scheduling would add to the measured latency.
-    """
-    global _started
-    if _started is not None:
-        raise BenchError("a pool benchmark is already running in this process")
-    channel: SimpleQueue[tuple[int, float]] = multiprocessing.get_context("fork").SimpleQueue()
-    _started = channel
-    try:
-        yield channel
-    finally:
-        _started = None
-        channel.close()
-
 
 # -- the pool -----------------------------------------------------------------------------
 
@@ -247,12 +179,6 @@ def verify_complete(engine: Engine, jids: Sequence[str]) -> None:
 # -- measurements -------------------------------------------------------------------------
 
 
-def _rate(count: int, seconds: float) -> float:
-    if seconds <= 0:
-        raise BenchError(f"a phase of {count} jobs took no measurable time")
-    return count / seconds
-
-
 def measure_enqueue_single(
     delay: Callable[[], str], jobs: int, progress: BenchProgress
 ) -> tuple[float, list[str]]:
@@ -270,7 +196,7 @@ def measure_enqueue_single(
             jids.append(delay())
         elapsed += time.perf_counter() - began
         progress.advance(count)
-    return _rate(jobs, elapsed), jids
+    return rate(jobs, elapsed), jids
 
 
 def measure_enqueue_batch(
@@ -287,7 +213,7 @@ def measure_enqueue_batch(
         jids.extend(app.publish_many([task.message() for _ in range(count)]))
         elapsed += time.perf_counter() - began
         progress.advance(count)
-    return _rate(jobs, elapsed), jids
+    return rate(jobs, elapsed), jids
 
 
 def measure_pickup(
@@ -348,7 +274,7 @@ def measure_sleep_drain(
         jids.extend(app.publish_many([task.message() for _ in range(min(batch, jobs - start))]))
     timing = wait_drained(pool, pool.queues[0].name, jobs, progress)
     verify_complete(app.engine, jids)
-    return _rate(jobs, timing.end - began)
+    return rate(jobs, timing.end - began)
 
 
 # -- the whole benchmark ------------------------------------------------------------------
@@ -402,13 +328,7 @@ class PoolBenchResult:
             "pickup_ms": self.pickup_ms.as_dict(),
             "drain_sleep10ms_per_s": self.drain_sleep10ms_per_s,
             "drain_sleep10ms_ideal_per_s": self.sleep_ideal_per_s,
-            "machine": {
-                "platform": self.machine.platform,
-                "cpu_count": self.machine.cpu_count,
-                "python": self.machine.python,
-                "sqlite": self.machine.sqlite,
-                "lanner": self.machine.lanner,
-            },
+            "machine": self.machine.to_json(),
         }
 
 
@@ -443,7 +363,7 @@ def _pool_phases(
         pickup = measure_pickup(pool, tasks.record_start, channel, samples, progress)
         sleep = measure_sleep_drain(app, pool, tasks.sleep_10ms, sleep_jobs, batch, progress)
     return _PoolFigures(
-        drain_per_s=_rate(jobs, timing.end - began),
+        drain_per_s=rate(jobs, timing.end - began),
         steady_per_s=steady,
         startup_s=timing.first - began,
         pickup=pickup,

@@ -1,1 +1,31 @@
-"""The `lanner` subcommands, one module per group; lanner.cli assembles them."""
+"""The `lanner` subcommands, one module per subject; `lanner.cli` adds them to its group.
+
+    common      -A/--app and --broker, loading the App, the session every command opens
+    rendering   rich tables in one style, bare JSON output, UTC times
+    inspect     status, jobs, job: looking at a store
+    failures    failed, retry: failure groups, and putting their jobs back
+    queues      pause, unpause: what changes a queue rather than a job
+    publish     publish: one run of a task from the command line
+    worker      worker: the supervised pool
+    demo        demo: a pool at work on a fresh store (the demo itself lives there too)
+
+What takes more than one engine call (retrying a group, listing jobs across queues) is in
+`lanner.operations`, so Python code can do it without the CLI; these modules parse
+options and render results.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import click
+
+
+def register_admin(group: click.Group) -> None:
+    """Add the commands on a store (inspect, failures, queues, publish) to `group`."""
+    from lanner.commands import failures, inspect, publish, queues
+
+    for module in (inspect, failures, queues, publish):
+        for command in module.COMMANDS:
+            group.add_command(command)

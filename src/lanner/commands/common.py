@@ -1,15 +1,25 @@
-"""What the subcommands share: finding the App from `-A module` or `--broker URL`."""
+"""What the subcommands share: their connection options, and the App they work with.
+
+Every command that touches a store takes `-A/--app MODULE[:ATTR]` and `--broker URL`
+(`connection_options`) and opens its App with `session`, which turns the errors lanner
+raises on purpose into one line and exit status 1, never a traceback.
+"""
 
 from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 import click
 
 from lanner.app import App, default_app, set_default_app
+from lanner.errors import LannerError
 from lanner.settings import load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 app_option = click.option(
     "-A",
@@ -24,6 +34,29 @@ broker_option = click.option(
     envvar="LANNER_BROKER",
     help="Broker URL, e.g. sqlite:///lanner.db (default: settings, then sqlite:///lanner.db).",
 )
+
+
+def connection_options(command: F) -> F:
+    """`-A/--app` and `--broker`, which every command on a store takes."""
+    return app_option(broker_option(command))
+
+
+def json_option(command: F) -> F:
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document instead of tables."
+    )(command)
+
+
+def limit_option(help_text: str) -> Callable[[F], F]:
+    """`--limit N`: at most N (25 unless given) of what a command lists."""
+    return click.option(
+        "--limit",
+        metavar="N",
+        type=click.IntRange(min=1),
+        default=25,
+        show_default=True,
+        help=help_text,
+    )
 
 
 def load_app(app_path: str | None, broker: str | None) -> App:
@@ -48,3 +81,16 @@ def load_app(app_path: str | None, broker: str | None) -> App:
     app = App(settings=load_settings(broker=broker) if broker else load_settings())
     set_default_app(app)
     return app
+
+
+@contextmanager
+def session(app_path: str | None, broker: str | None) -> Iterator[App]:
+    """The App to work with; lanner's errors inside become one-line click errors."""
+    try:
+        app = load_app(app_path, broker)
+        try:
+            yield app
+        finally:
+            app.close()
+    except LannerError as error:
+        raise click.ClickException(str(error)) from None

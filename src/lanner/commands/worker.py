@@ -11,7 +11,6 @@ from lanner.commands.common import app_option, broker_option, load_app
 from lanner.errors import LannerError
 from lanner.queues import QueueConfig, load_queue_config, queues_from_names
 from lanner.worker import logs
-from lanner.worker.pool import WorkerPool
 
 
 def choose_queues(app: App, names: str | None, path: str | None) -> tuple[QueueConfig, ...]:
@@ -56,6 +55,8 @@ def worker(
     The first signal is a warm shutdown (running tasks finish, the rest is given back);
     a second one, or the shutdown timeout, kills the children (their jobs are given back).
     """
+    from lanner.worker.pool import WorkerPool  # here, so that `lanner --help` need not load it
+
     logs.configure(log_level.upper())
     try:
         app = load_app(app_path, broker)

@@ -1,0 +1,37 @@
+"""The commands that change a queue rather than a job:
+
+    lanner pause QUEUE...     workers take none of their jobs until unpaused
+    lanner unpause QUEUE...   workers take their jobs again
+
+Kept apart from `publish`, which acts on jobs: these change a queue's state.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import click
+
+from lanner.commands.common import connection_options, session
+from lanner.commands.rendering import say
+
+__all__ = ["COMMANDS"]
+
+
+def pausing_command(pause: bool) -> click.Command:
+    """`pause` or `unpause`: one command body for both."""
+    verb = "pause" if pause else "unpause"
+    effect = "take none of their jobs until unpaused" if pause else "take their jobs again"
+
+    @click.command(verb, help=f"{verb.capitalize()} QUEUES: workers {effect}.")
+    @click.argument("queues", nargs=-1, required=True)
+    @connection_options
+    def command(app_path: str | None, broker: str | None, queues: tuple[str, ...]) -> None:
+        with session(app_path, broker) as app:
+            (app.engine.pause if pause else app.engine.unpause)(list(queues))
+        say(f"{verb}d {', '.join(queues)}")
+
+    return command
+
+
+COMMANDS: Final = (pausing_command(pause=True), pausing_command(pause=False))
