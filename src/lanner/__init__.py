@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
     from lanner.engines import open_engine
     from lanner.job import Failure, HistoryEvent, Job, JobState
+    from lanner.operations import drain, list_jobs, retry_failed
     from lanner.queues import QueueConfig, load_queue_config
     from lanner.records import (
         DEFAULT_RETRIES,
@@ -91,6 +92,9 @@ _LAZY: dict[str, str] = {
     "WorkerJobs": "lanner.records",
     "ConfigValue": "lanner.records",
     "DEFAULT_RETRIES": "lanner.records",
+    "drain": "lanner.operations",
+    "list_jobs": "lanner.operations",
+    "retry_failed": "lanner.operations",
 }
 """Public names loaded on first use, and the module each comes from."""
 
@@ -143,9 +147,12 @@ __all__ = [
     "WorkerJobs",
     "WorkerPool",
     "__version__",
+    "drain",
+    "list_jobs",
     "load_queue_config",
     "load_settings",
     "open_engine",
+    "retry_failed",
     "set_default_app",
 ]
 

@@ -8,103 +8,37 @@ the clock for a command on their own; `Pop.now` stays None for the clock, becaus
 blocking pop reads it again on each try. Records are NamedTuples: put_many and pop are hot
 paths, and a frozen dataclass takes several times as long to build.
 
-Commands of one argument check it with `names.label` or `names.queue_name` directly.
+Commands of one argument check it with `names.label` or `names.queue_name` directly; the
+value rules behind every check are in `lanner.values`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
-from lanner.errors import MalformedArgument, PayloadTooLarge
+from lanner.errors import MalformedArgument
 from lanner.names import label, labels, queue_name, queue_names, sequence, unique_labels
 from lanner.records import ConfigValue, NewJob
+from lanner.values import (
+    integer,
+    interval,
+    json_text,
+    message,
+    now,
+    optional_data,
+    seconds,
+    timestamp,
+    worker_or_anyone,
+)
 
 LISTABLE_STATES: Final = ("complete", "waiting", "running", "stalled", "scheduled", "depends")
 """The states `jobs()` lists (and `recurring`, for templates)."""
 
 RECUR_FIELDS: Final = ("priority", "interval", "retries", "data", "klass", "queue", "backlog")
 """What `recur_update` can change."""
-
-
-# -- values -------------------------------------------------------------------------------
-def integer(value: object, what: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise MalformedArgument(f"{what} must be an int, not {type(value).__name__}")
-    if minimum is not None and value < minimum:
-        raise MalformedArgument(f"{what} must be >= {minimum}, not {value}")
-    return value
-
-
-def seconds(value: object, what: str) -> float:
-    """A finite, non-negative number of seconds."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MalformedArgument(f"{what} must be a number of seconds, not {type(value).__name__}")
-    if not math.isfinite(value) or value < 0:
-        raise MalformedArgument(f"{what} must be a finite number >= 0, not {value}")
-    return float(value)
-
-
-def timestamp(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise MalformedArgument(f"now must be a finite number (a Unix time), not {value!r}")
-    return float(value)
-
-
-def now(value: float | None) -> float:
-    """The `now` of a command: the current time when None, else a checked timestamp."""
-    return time.time() if value is None else timestamp(value)
-
-
-def json_text(value: object, what: str, limit: int) -> str:
-    """Return `value` if it is JSON text of at most `limit` UTF-8 bytes."""
-    if not isinstance(value, str):
-        raise MalformedArgument(f"{what} must be JSON text (a str), not {type(value).__name__}")
-    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
-    if size > limit:
-        raise PayloadTooLarge(f"{what} is {size} bytes; this engine accepts at most {limit}")
-    try:
-        _STRICT_JSON.decode(value)
-    except ValueError as error:
-        raise MalformedArgument(f"{what} is not valid JSON: {error}") from None
-    return value
-
-
-def _reject_constant(name: str) -> object:
-    # Python's json accepts NaN and Infinity, which JSON (and other languages' clients) do not.
-    raise ValueError(f"{name} is not JSON")
-
-
-# One decoder for every check: json.loads with an option builds a new one per call.
-_STRICT_JSON: Final = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-def optional_data(value: object, limit: int) -> str | None:
-    """Job data that replaces the job's own, or None to keep it."""
-    return None if value is None else json_text(value, "data", limit)
-
-
-def message(value: object) -> str:
-    """A failure message: any text (tracebacks included)."""
-    if not isinstance(value, str):
-        raise MalformedArgument(f"message must be a str, not {type(value).__name__}")
-    return value
-
-
-def interval(value: object) -> float:
-    """A recurring job's interval: a finite number of seconds above 0."""
-    checked = seconds(value, "interval")
-    if checked <= 0:
-        raise MalformedArgument("interval must be > 0 seconds")
-    return checked
-
-
-def worker_or_anyone(value: object) -> str:
-    """The worker a put names, or '' for none."""
-    return "" if value == "" else label(value, "worker")
 
 
 # -- putting work -------------------------------------------------------------------------

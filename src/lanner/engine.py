@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Final, Self
 
-from lanner import checks, names
+from lanner import checks, names, values
 from lanner.errors import Unsupported
 from lanner.hooks import EngineHooks
 from lanner.job import Job
@@ -286,7 +286,7 @@ class Engine(EngineHooks):
         self._set_priority(checks.priority(jid, priority, now))
 
     def get(self, jid: str, *, now: float | None = None) -> Job | None:
-        found = self._multiget(checks.Jids([names.label(jid, "jid")], checks.now(now)))
+        found = self._multiget(checks.Jids([names.label(jid, "jid")], values.now(now)))
         return found[0] if found else None
 
     def multiget(self, jids: Sequence[str], *, now: float | None = None) -> list[Job]:
@@ -297,7 +297,7 @@ class Engine(EngineHooks):
     # -- queues ---------------------------------------------------------------------------
     def queues(self, *, now: float | None = None) -> list[QueueCounts]:
         """Counts for every known queue, by name."""
-        return self._queues(checks.now(now))
+        return self._queues(values.now(now))
 
     def queue_counts(self, queue: str, *, now: float | None = None) -> QueueCounts:
         return self._queue_counts(checks.queue_at(queue, now))
@@ -343,7 +343,7 @@ class Engine(EngineHooks):
     # -- failures -------------------------------------------------------------------------
     def failed_groups(self, *, now: float | None = None) -> dict[str, int]:
         """Failure groups and how many jobs each holds."""
-        return self._failed_groups(checks.now(now))
+        return self._failed_groups(values.now(now))
 
     def failed(
         self, group: str, start: int = 0, limit: int = 25, *, now: float | None = None
@@ -367,10 +367,10 @@ class Engine(EngineHooks):
         setting = checks.config_set(key, value)
         if setting.key.endswith("-max-concurrency"):
             self._require(Capability.MAX_CONCURRENCY, "config_set(<queue>-max-concurrency)")
-        self._config_set(setting, checks.now(now))
+        self._config_set(setting, values.now(now))
 
     def config_unset(self, key: str, *, now: float | None = None) -> None:
-        self._config_unset(checks.config_key(key), checks.now(now))
+        self._config_unset(checks.config_key(key), values.now(now))
 
     # -- optional capabilities ------------------------------------------------------------
     def depends_add(self, jid: str, jids: Sequence[str], *, now: float | None = None) -> None:
@@ -423,25 +423,25 @@ class Engine(EngineHooks):
     def track(self, jid: str, *, now: float | None = None) -> None:
         """TRACKING: mark a job as tracked."""
         self._require(Capability.TRACKING, "track")
-        self._track(names.label(jid, "jid"), True, checks.now(now))
+        self._track(names.label(jid, "jid"), True, values.now(now))
 
     def untrack(self, jid: str, *, now: float | None = None) -> None:
         self._require(Capability.TRACKING, "untrack")
-        self._track(names.label(jid, "jid"), False, checks.now(now))
+        self._track(names.label(jid, "jid"), False, values.now(now))
 
     def tracked(self, *, now: float | None = None) -> list[Job]:
         self._require(Capability.TRACKING, "tracked")
-        return self._tracked(checks.now(now))
+        return self._tracked(values.now(now))
 
     def stats(self, queue: str, date: float, *, now: float | None = None) -> QueueStats:
         """STATS: wait and run statistics of `queue` on the (UTC) day containing `date`."""
         self._require(Capability.STATS, "stats")
-        return self._stats(checks.stats(queue, date), checks.now(now))
+        return self._stats(checks.stats(queue, date), values.now(now))
 
     def workers(self, *, now: float | None = None) -> list[WorkerCounts]:
         """WORKERS: known workers, most recently seen first; idle past max-worker-age pruned."""
         self._require(Capability.WORKERS, "workers")
-        return self._workers(checks.now(now))
+        return self._workers(values.now(now))
 
     def worker_jobs(self, worker: str, *, now: float | None = None) -> WorkerJobs:
         self._require(Capability.WORKERS, "worker_jobs")
@@ -451,7 +451,7 @@ class Engine(EngineHooks):
         self._require(Capability.WORKERS, "worker_deregister")
         checked = names.labels(workers, "workers")
         if checked:
-            self._worker_deregister(checked, checks.now(now))
+            self._worker_deregister(checked, values.now(now))
 
     def recur(
         self,
@@ -479,11 +479,11 @@ class Engine(EngineHooks):
 
     def unrecur(self, jid: str, *, now: float | None = None) -> None:
         self._require(Capability.RECURRING, "unrecur")
-        self._unrecur(names.label(jid, "jid"), checks.now(now))
+        self._unrecur(names.label(jid, "jid"), values.now(now))
 
     def recur_get(self, jid: str, *, now: float | None = None) -> RecurringJob | None:
         self._require(Capability.RECURRING, "recur_get")
-        return self._recur_get(names.label(jid, "jid"), checks.now(now))
+        return self._recur_get(names.label(jid, "jid"), values.now(now))
 
     def recur_update(
         self, jid: str, changes: Mapping[str, object], *, now: float | None = None

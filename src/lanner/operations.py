@@ -13,9 +13,7 @@ these functions and only render what they return; tests and scripts can call the
 from __future__ import annotations
 
 import itertools
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from lanner.engine import Engine
@@ -27,6 +25,7 @@ from lanner.records import RecurringJob
 if TYPE_CHECKING:
     from lanner.app import App
     from lanner.selectors import Ready
+    from lanner.worker.loop import WorkerLoop
 
 __all__ = ["LISTABLE_STATES", "RETRY_PAGE", "drain", "list_jobs", "retry_failed"]
 
@@ -182,12 +181,17 @@ def drain(
         raise MalformedArgument(f"max_jobs must be None or an int >= 0, not {max_jobs!r}")
     configs = _queues_to_drain(app, queues)
     # A deterministic selector: the same jobs run in the same order on every run of a test.
-    # (The loop's heartbeat thread starts at its first job and has no stop: it outlives
-    # this call, idle, as a daemon.)
-    loop = WorkerLoop(app, configs, HighestPriorityFirst())
+    loop = WorkerLoop(app, configs, HighestPriorityFirst(), configure=False)
     configure_queues(app.engine, configs)
-    if threading.current_thread() is not threading.main_thread():
-        _skip_soft_limit_outside_main_thread()
+    try:
+        return _drain(app, loop, configs, max_jobs)
+    finally:
+        loop.close()
+
+
+def _drain(
+    app: App, loop: WorkerLoop, configs: tuple[QueueConfig, ...], max_jobs: int | None
+) -> int:
     ran = 0
     empty: set[str] = set()  # queues whose last pop gave nothing
     cycling: set[str] = set()  # queues whose jobs come back without running
@@ -235,36 +239,3 @@ def _queues_to_drain(
     if not configs:
         raise MalformedArgument("no queues to drain")
     return configs
-
-
-_soft_limit_switch = threading.Lock()
-_LOOP_TIME_LIMIT: Final = "time_limit"  # not re-exported by lanner.worker.loop, so by name
-
-
-def _skip_soft_limit_outside_main_thread() -> None:
-    """Make the worker loop arm its SIGALRM time limit in the main thread only.
-
-    `WorkerLoop` arms the limit through the name `time_limit` of `lanner.worker.loop` and
-    has no way to leave it out. Outside the main thread arming it fails (no handler can be
-    installed there, so every job would fail with ValueError) or, once a handler is
-    installed, arms the process's one timer, whose signal then interrupts the main thread.
-    So the first drain run outside the main thread rebinds that name, once, to a wrapper
-    that is the time limit itself in the main thread and does nothing in any other. To be
-    replaced by a switch of the loop's own.
-    """
-    from lanner.worker import loop
-
-    with _soft_limit_switch:
-        if getattr(loop, _LOOP_TIME_LIMIT) is not _main_thread_time_limit:
-            setattr(loop, _LOOP_TIME_LIMIT, _main_thread_time_limit)
-
-
-@contextmanager
-def _main_thread_time_limit(seconds: float) -> Iterator[None]:
-    from lanner.worker.timelimit import time_limit
-
-    if threading.current_thread() is threading.main_thread():
-        with time_limit(seconds):
-            yield
-    else:
-        yield

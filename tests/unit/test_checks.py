@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from lanner import checks
+from lanner import checks, values
 from lanner.errors import InvalidName, MalformedArgument, PayloadTooLarge
 from lanner.records import NewJob
 
@@ -12,30 +12,30 @@ from lanner.records import NewJob
 @pytest.mark.parametrize("value", [True, 1.5, "3", None])
 def test_integer_rejects_non_ints_including_bool(value: object) -> None:
     with pytest.raises(MalformedArgument, match="must be an int"):
-        checks.integer(value, "priority")
+        values.integer(value, "priority")
 
 
 def test_integer_minimum() -> None:
     with pytest.raises(MalformedArgument, match=">= 1"):
-        checks.integer(0, "count", 1)
+        values.integer(0, "count", 1)
 
 
 @pytest.mark.parametrize("value", [-1, math.nan, math.inf, "1", True])
 def test_seconds_must_be_finite_and_non_negative(value: object) -> None:
     with pytest.raises(MalformedArgument):
-        checks.seconds(value, "delay")
+        values.seconds(value, "delay")
 
 
 def test_json_text_checks_type_syntax_and_size() -> None:
-    assert checks.json_text('{"a": 1}', "data", 100) == '{"a": 1}'
+    assert values.json_text('{"a": 1}', "data", 100) == '{"a": 1}'
     with pytest.raises(MalformedArgument, match="not valid JSON"):
-        checks.json_text("{", "data", 100)
+        values.json_text("{", "data", 100)
     with pytest.raises(MalformedArgument, match="NaN is not JSON"):
-        checks.json_text('{"a": NaN}', "data", 100)
+        values.json_text('{"a": NaN}', "data", 100)
     with pytest.raises(MalformedArgument, match="JSON text"):
-        checks.json_text({"a": 1}, "data", 100)
+        values.json_text({"a": 1}, "data", 100)
     with pytest.raises(PayloadTooLarge, match="10 bytes"):
-        checks.json_text('"' + "é" * 4 + '"', "data", 9)
+        values.json_text('"' + "é" * 4 + '"', "data", 9)
 
 
 def test_a_put_record_carries_every_checked_job_with_who_and_when() -> None:

@@ -401,3 +401,14 @@ def test_drain_rejects_bad_arguments(app: App, options: dict[str, Any], message:
     with pytest.raises(MalformedArgument, match=message):
         drain(app, **options)
     assert app.engine.queue_counts("emails").waiting == 1
+
+
+def test_drain_leaves_no_heartbeat_thread_behind(app: App) -> None:
+    @app.task(queue="emails")
+    def quick() -> None:
+        pass
+
+    for _ in range(3):
+        quick.delay()
+        assert drain(app, queues=["emails"]) == 1
+    assert [t for t in threading.enumerate() if t.name == "lanner-heartbeat"] == []

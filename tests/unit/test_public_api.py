@@ -12,8 +12,8 @@ import lanner
 PUBLIC = {
     # writing and publishing tasks
     "App", "Task", "set_default_app", "JSONCodec", "SignedPickleCodec",
-    # running them
-    "WorkerPool", "PoolCounts",
+    # running them, and operations of several engine calls
+    "WorkerPool", "PoolCounts", "drain", "retry_failed", "list_jobs",
     # configuration
     "Settings", "load_settings", "QueueConfig", "load_queue_config",
     # the engine contract and its values

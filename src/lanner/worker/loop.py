@@ -103,6 +103,7 @@ class Heartbeat:
         self._watched: tuple[str, float, float] | None = None  # jid, interval, last beat
         self._period = 1.0
         self._thread: threading.Thread | None = None  # started by the first watch
+        self._stopped = threading.Event()
 
     def watch(self, jid: str | None, lock_seconds: float = 60.0) -> None:
         if jid is not None:
@@ -116,9 +117,15 @@ class Heartbeat:
         else:
             self._watched = None
 
+    def stop(self) -> None:
+        """End the thread (a loop that is done with its engine)."""
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
     def _run(self) -> None:
-        while True:
-            time.sleep(self._period)
+        while not self._stopped.wait(self._period):
             watched = self._watched
             if watched is None or time.monotonic() - watched[2] < watched[1]:
                 continue
@@ -171,6 +178,10 @@ class WorkerLoop:
     def stop(self) -> None:
         """Finish the running task, give back the rest of the batch, then return from run()."""
         self._stopping = True
+
+    def close(self) -> None:
+        """Stop the heartbeat thread; the loop is not run again (the engine stays open)."""
+        self._heartbeat.stop()
 
     @property
     def stopping(self) -> bool:

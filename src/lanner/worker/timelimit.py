@@ -1,7 +1,8 @@
 """The soft time limit: SIGALRM raises TimeLimitExceeded inside the running task.
 
-Only the main thread of a process can receive it, which is where a worker runs tasks.
-A task that ignores it (or is stuck in C code) is killed by the pool's supervisor.
+Only the main thread of a process can receive it, which is where a worker runs tasks;
+in any other thread (a test running queued jobs, say) there is no soft limit. A task that
+ignores it (or is stuck in C code) is killed by the pool's supervisor.
 The handler is installed once per process; each task only arms and disarms the timer,
 which keeps two system calls off every job instead of four.
 """
@@ -9,6 +10,7 @@ which keeps two system calls off every job instead of four.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -27,7 +29,7 @@ def _expire(signum: int, frame: FrameType | None) -> None:
 def time_limit(seconds: float) -> Iterator[None]:
     """Raise TimeLimitExceeded in this (main) thread if the block runs `seconds` or more."""
     global _armed_for
-    if seconds <= 0:
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
         yield
         return
     if signal.getsignal(signal.SIGALRM) is not _expire:
