@@ -99,31 +99,6 @@ def test_reopening_keeps_jobs(tmp_path: Path) -> None:
         assert job.data == '{"n": 1}'
 
 
-def test_a_forked_child_opens_its_own_connection(tmp_path: Path) -> None:
-    engine = SQLiteEngine(tmp_path / "jobs.db")
-    engine.put("q", "a", "K", now=1)
-    parent_connection = engine.database._connection()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: pop through the inherited engine object
-        os.close(read)
-        try:
-            jobs = engine.pop("q", "child", now=2)
-            ok = [job.jid for job in jobs] == [
-                "a"
-            ] and engine.database._connection() is not parent_connection
-            os.write(write, b"1" if ok else b"0")
-        finally:
-            os._exit(0)
-    os.close(write)
-    assert os.read(read, 1) == b"1"
-    os.waitpid(pid, 0)
-    job = engine.get("a")
-    assert job is not None
-    assert job.worker == "child"
-    assert engine.database._connection() is parent_connection
-
-
 def test_idle_blocked_pops_do_not_write(tmp_path: Path) -> None:
     """Two workers blocked on an empty queue must not wake each other with writes."""
     path = tmp_path / "jobs.db"

@@ -11,6 +11,7 @@ import redis
 
 from lanner import (
     Capability,
+    EngineUnavailable,
     InvalidState,
     JobNotFound,
     LannerError,
@@ -100,8 +101,9 @@ def test_password_and_acl_user(redis_server_factory: Callable[..., RedisServer])
             assert engine.get("j1", now=T0) is not None
     for url in [f"redis://{base}/0", f"redis://:wrong@{base}/0", f"redis://alice:x@{base}/0"]:
         start = time.monotonic()
-        with pytest.raises(redis.AuthenticationError):
+        with pytest.raises(EngineUnavailable, match=r"(?i)auth|password") as refused:
             RedisEngine(url)
+        assert isinstance(refused.value.__context__, redis.AuthenticationError)
         assert time.monotonic() - start < 1.0, "a bad password is not retried"
 
 
@@ -169,10 +171,37 @@ def test_retries_give_up_after_the_configured_number(
     server = redis_server_factory()
     with RedisEngine(server.url + "?retries=2&backoff_base=0.05") as engine:
         server.stop()
-        start = time.monotonic()
-        with pytest.raises(redis.ConnectionError):
-            engine.get("j1")
-        assert time.monotonic() - start < 2.0  # 0.1 + 0.2 s of backoff, not (n + 1)² tries
+        for command in (
+            lambda: engine.get("j1"),
+            lambda: engine.pop("q", "w", wait=0.5),
+            lambda: engine.config_all(),
+        ):
+            start = time.monotonic()
+            # Issue 10, fault 3: the client's error never escapes the engine.
+            with pytest.raises(EngineUnavailable, match=r"cannot reach redis://127\.0\.0\.1"):
+                command()
+            assert time.monotonic() - start < 2.0  # 0.1 + 0.2 s of backoff, not (n + 1)²
+
+
+def test_opening_an_engine_on_a_server_that_is_away_is_engine_unavailable(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    server = redis_server_factory()
+    server.stop()
+    with pytest.raises(EngineUnavailable, match="cannot reach"):
+        RedisEngine(server.url + "?retries=1&backoff_base=0.01")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "READONLY You can't write against a read only replica.",
+        "OOM command not allowed when used memory > 'maxmemory'.",
+        "LOADING Redis is loading the dataset in memory",
+    ],
+)
+def test_replies_of_a_server_that_cannot_serve_now_are_engine_unavailable(reply: str) -> None:
+    assert isinstance(translate("put", reply), EngineUnavailable)
 
 
 # -- errors -------------------------------------------------------------------------------

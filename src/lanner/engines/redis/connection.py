@@ -16,7 +16,8 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -35,9 +36,16 @@ except ModuleNotFoundError as missing:  # pragma: no cover - depends on the inst
 
 from lanner.engines.redis.caller import LUA_MODES, LuaMode
 from lanner.engines.urloptions import options_from_query
-from lanner.errors import MalformedArgument
+from lanner.errors import EngineUnavailable, MalformedArgument
 
-__all__ = ["RedisAddress", "RedisOptions", "hide_password", "parse_url", "redis_client"]
+__all__ = [
+    "RedisAddress",
+    "RedisOptions",
+    "hide_password",
+    "parse_url",
+    "redis_client",
+    "unreachable",
+]
 
 DEFAULT_PORT: Final = 6379
 
@@ -228,3 +236,16 @@ def redis_client(
         decode_responses=True,
         client_name="lanner",
     )
+
+
+@contextmanager
+def unreachable(address: RedisAddress) -> Iterator[None]:
+    """A server that cannot be reached, after the client's retries, as `EngineUnavailable`.
+
+    A refused password is one too: the store is unusable now, and waiting may help (an
+    operator rotating credentials); the message says which it is.
+    """
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        raise EngineUnavailable(f"cannot reach {address!r}: {error}") from None

@@ -36,7 +36,7 @@ from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
 from lanner.engines.redis.caller import LuaCaller
-from lanner.engines.redis.connection import parse_url, redis_client
+from lanner.engines.redis.connection import parse_url, redis_client, unreachable
 from lanner.errors import JobNotFound
 from lanner.job import Job
 from lanner.records import (
@@ -67,7 +67,8 @@ class RedisEngine(Engine):
             self.address, self.options, self.options.socket_timeout + blocking.BLOCK_CHUNK
         )
         try:
-            self._lua = LuaCaller(self._client, self.options.lua)
+            with unreachable(self.address):
+                self._lua = LuaCaller(self._client, self.options.lua)
         except BaseException:
             self.close()
             raise
@@ -89,20 +90,23 @@ class RedisEngine(Engine):
     def _call(self, command: str, now: float, *args: Arg, name: str | None = None) -> Any:
         """Run one command of the core; `name` is the lanner method named in errors."""
         try:
-            return self._lua.call([command, repr(now), *map(arguments.text, args)])
+            with unreachable(self.address):
+                return self._lua.call([command, repr(now), *map(arguments.text, args)])
         except ResponseError as error:
             raise replies.translate(name or command, str(error)) from None
 
     # -- configuration --------------------------------------------------------------------
     def _config_get(self, key: str) -> ConfigValue | None:
-        value = self._client.hget(_CONFIG_KEY, key)
+        with unreachable(self.address):
+            value = self._client.hget(_CONFIG_KEY, key)
         if value is None:
             return CONFIG_DEFAULTS.get(key)
         return replies.config_value(replies.decoded(value))
 
     def _config_all(self) -> dict[str, ConfigValue]:
         # Read directly: the core's own defaults name qless as the application.
-        stored = self._client.hgetall(_CONFIG_KEY)
+        with unreachable(self.address):
+            stored = self._client.hgetall(_CONFIG_KEY)
         merged: dict[str, ConfigValue] = dict(CONFIG_DEFAULTS)
         merged.update(
             (replies.decoded(key), replies.config_value(replies.decoded(value)))
@@ -128,7 +132,8 @@ class RedisEngine(Engine):
 
     # -- taking work ----------------------------------------------------------------------
     def _pop(self, command: checks.Pop) -> list[Job]:
-        return blocking.pop(self._call, self._blocking, command)
+        with unreachable(self.address):  # the BLPOP's connection too
+            return blocking.pop(self._call, self._blocking, command)
 
     def _peek(self, command: checks.Peek) -> list[Job]:
         reply = self._call("lanner.peek", command.now, command.queue, command.limit, name="peek")

@@ -14,7 +14,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from lanner.errors import InvalidState, JobNotFound, LannerError, LockLost, MalformedArgument
+from lanner.errors import (
+    EngineUnavailable,
+    InvalidState,
+    JobNotFound,
+    LannerError,
+    LockLost,
+    MalformedArgument,
+)
 from lanner.job import Failure, Job, JobState
 from lanner.records import (
     ConfigValue,
@@ -38,8 +45,15 @@ _LOCK_ELSEWHERE: Final = re.compile(
 _DEPENDED_ON: Final = re.compile(r"Job (.+) is a dependency of (.+), which is not being canceled")
 
 
+_UNAVAILABLE: Final = ("READONLY", "OOM", "MISCONF", "LOADING", "BUSY", "MASTERDOWN")
+"""Error replies of a server that cannot serve writes now (a replica after failover, out
+of memory, failing to persist, loading, busy in a script): the store is away for now."""
+
+
 def translate(command: str, message: str) -> LannerError:
     """The lanner error for an error reply of the script (wording: the script's header)."""
+    if message.startswith(_UNAVAILABLE):
+        return EngineUnavailable(f"{command}(): Redis cannot serve it now: {message}")
     if message.startswith("Malformed"):
         return MalformedArgument(f"{command}(): {message}")
     if found := _JOB_MISSING.fullmatch(message):

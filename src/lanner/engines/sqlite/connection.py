@@ -4,20 +4,39 @@ Every command is one transaction on one connection per process. Commands that ch
 anything start with BEGIN IMMEDIATE, which takes the file's write lock before the first
 read, so two processes can never both see a job as waiting and both lock it. Threads of
 one process share the connection under a lock.
+
+No connection crosses a fork. SQLite keeps per-process state about every open file (its
+POSIX locks, the shared-memory map of the WAL index) that a child would inherit without
+the locks themselves: a child opening the file again would share that state, believe it
+holds locks it does not hold, and its commits could vanish or corrupt the file. So before
+any fork of this process every Database closes its connection (`os.register_at_fork`),
+and each process opens its own on its next command.
+
+Every error of the store is a `LannerError` here: an `EngineUnavailable` when the file
+cannot be used now (locked past `busy_timeout`, unreadable, full, damaged, gone), so that
+workers wait and retry instead of dying.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
 from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.engines.sqlite.schema import connect
-from lanner.errors import EngineUnavailable
+from lanner.errors import EngineUnavailable, LannerError
+
+logger = logging.getLogger("lanner.sqlite")
+
+FILE_CHECK_SEC: Final = 1.0
+"""How often a connection in use checks that its path still names the file it opened."""
 
 
 class Database:
@@ -34,24 +53,60 @@ class Database:
         self._busy_timeout_pragma = f"PRAGMA busy_timeout = {int(options.busy_timeout * 1000)}"
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
-        # A connection inherited through fork must never be used or closed by the child
-        # (SQLite's locks are per process); it is parked here instead of being collected.
+        self._file: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file opened
+        self._checked_at = 0.0
+        # A connection of another process (inherited only if a fork could not wait for it)
+        # must never be used or closed here: closing runs SQLite's cleanup, which may write.
         self._inherited: list[sqlite3.Connection] = []
+        _DATABASES.add(self)
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
+            self._close()
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            if self._pid == os.getpid():
                 self._conn.close()
-            self._conn = None
+            else:
+                self._inherited.append(self._conn)
+        self._conn = None
 
     def _connection(self) -> sqlite3.Connection:
-        pid = os.getpid()
-        if self._conn is None or self._pid != pid:
-            if self._conn is not None:
-                self._inherited.append(self._conn)
-            self._conn = connect(self.path, self.options.synchronous, self.options.busy_timeout)
-            self._pid = pid
+        if self._conn is None or self._pid != os.getpid():
+            self._open()
+        elif time.monotonic() - self._checked_at > FILE_CHECK_SEC:
+            self._check_file()
+        assert self._conn is not None
         return self._conn
+
+    def _open(self) -> None:
+        self._close()
+        try:
+            self._conn = connect(self.path, self.options.synchronous, self.options.busy_timeout)
+            found = os.stat(self.path)
+        except (sqlite3.Error, OSError) as error:
+            self._close()
+            raise EngineUnavailable(f"cannot open {self.path}: {_reason(error)}") from None
+        self._pid = os.getpid()
+        self._file = (found.st_dev, found.st_ino)
+        self._checked_at = time.monotonic()
+
+    def _check_file(self) -> None:
+        """Reopen if the path now names another file, or none (deleted, or replaced)."""
+        self._checked_at = time.monotonic()
+        try:
+            found = os.stat(self.path)
+            if (found.st_dev, found.st_ino) == self._file:
+                return
+            what = "was replaced by another file"
+        except FileNotFoundError:
+            what = "was deleted"
+        except OSError:
+            return  # cannot tell now; the next check will
+        logger.warning("%s %s: opening it anew", self.path, what)
+        self._close()
+        self._open()
 
     def open(self) -> None:
         """Open the connection now (and so check the file), not at the first command."""
@@ -61,7 +116,7 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: the file's write lock from the first statement to COMMIT."""
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             conn = self._connection()
             self._begin_immediate(conn)
             try:
@@ -107,7 +162,7 @@ class Database:
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A read-only transaction: one consistent snapshot, no write lock."""
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             conn = self._connection()
             conn.execute("BEGIN")
             try:
@@ -118,7 +173,7 @@ class Database:
     @contextmanager
     def statement(self) -> Iterator[sqlite3.Connection]:
         """The connection for one read statement (its own implicit transaction)."""
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             yield self._connection()
 
     def versions(self, conn: sqlite3.Connection) -> tuple[int, int]:
@@ -131,7 +186,55 @@ class Database:
     def wait_for_commit(self, seen: tuple[int, int], timeout: float) -> tuple[int, int]:
         """Wait up to `timeout` for a commit of this process after `seen`; return the
         versions now (a commit of another process shows as a changed data_version)."""
-        with self._lock:
+        with self._lock, _store_errors(self.path):
             if self.commits == seen[1]:
                 self._committed.wait(timeout)
             return self.versions(self._connection())
+
+
+@contextmanager
+def _store_errors(path: str) -> Iterator[None]:
+    """SQLite's errors as lanner's: a store that cannot be used now is `EngineUnavailable`."""
+    try:
+        yield
+    except sqlite3.OperationalError as error:  # locked, I/O, full, read-only, ...
+        raise EngineUnavailable(f"{path}: {_reason(error)}") from None
+    except (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError):
+        raise  # lanner's own mistakes: never hidden as an outage
+    except sqlite3.DatabaseError as error:  # "file is not a database", "malformed", ...
+        raise EngineUnavailable(f"{path} cannot be read: {_reason(error)}") from None
+    except sqlite3.Error as error:
+        raise LannerError(f"{path}: {_reason(error)}") from None
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
+
+
+# -- fork ---------------------------------------------------------------------------------
+_DATABASES: weakref.WeakSet[Database] = weakref.WeakSet()
+_held_for_fork: list[Database] = []
+
+
+def _close_before_fork() -> None:
+    """Close every connection of this process, each between two of its transactions."""
+    for database in list(_DATABASES):
+        # A transaction in another thread ends first; one that does not end in time
+        # (this very thread holds it) leaves its connection open: the child parks it.
+        if database._lock.acquire(timeout=database.options.busy_timeout + 5):
+            _held_for_fork.append(database)
+            database._close()
+
+
+def _release_after_fork() -> None:
+    while _held_for_fork:
+        _held_for_fork.pop()._lock.release()
+
+
+os.register_at_fork(
+    before=_close_before_fork,
+    after_in_parent=_release_after_fork,
+    after_in_child=_release_after_fork,
+)
