@@ -28,7 +28,7 @@ from lanner.records import (
 )
 
 if TYPE_CHECKING:
-    from lanner.engine import Capability
+    from lanner.engine import Capability, Engine
 
 
 class EngineHooks(abc.ABC):
@@ -44,6 +44,12 @@ class EngineHooks(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def reopen(self, *, max_wait: float | None = None) -> Engine:
+        """A new engine on the same store, with connections of its own. With `max_wait`, its
+        commands give up after about that many seconds (`EngineUnavailable`) where the
+        engine would wait or retry longer: for a caller that must not block (a supervisor)."""
 
     # -- core -----------------------------------------------------------------------------
     @abc.abstractmethod

@@ -156,11 +156,10 @@ class Workspace:
 
     def close(self) -> None:
         for process in self._processes:
-            if process.poll() is None:
-                # Its own session: the group is the worker and the children it forked.
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
+            # Its own session: the worker, the children it forked (each leading a process
+            # group of its own) and whatever their tasks started.
+            kill_session(process.pid)
+            process.wait(timeout=10)
         for log in self._logs:
             log.close()
         if self._engine is not None:
@@ -169,6 +168,21 @@ class Workspace:
         app = getattr(module, "app", None)
         if app is not None:
             app.close()
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of a session (read from /proc)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # state ppid pgrp session ...
+        if int(fields[3]) == sid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 @pytest.fixture

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -313,3 +319,173 @@ def test_a_child_that_dies_mid_batch_does_not_strand_the_rest_of_it(
             details=lambda: states(ws, [bad, *rest]),
         )
     assert ws.job(bad).state != JobState.RUNNING
+
+
+# -- issue 10: faults of the supervisor and of batches ------------------------------------
+
+DYING_ONCE = """
+class Doomed(Work):
+    max_retries = 3
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (dead, not yet reaped by its parent) counts as gone.
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_job_whose_process_died_runs_again_at_once_then_with_backoff(
+    workspace: Workspace,
+) -> None:
+    """Issue 10, fault 5: the first death used to cost a whole retry backoff (60 s)."""
+    ws = workspace
+    tasks = ws.write_module(WORK + DYING_ONCE, settings="retry_delay_multiple_sec=60")
+    victim = tasks.Doomed.publish(None, 30.0)
+
+    with running_pool(tasks.app, concurrency=1) as pool:
+        [first] = wait_until(
+            lambda: ws.lines("start", victim), 10, "the victim to start", step=supervising(pool)
+        )
+        os.kill(first.pid, signal.SIGKILL)
+        second = wait_until(
+            lambda: ws.lines("start", victim)[1:],
+            5,  # not the 60 s of the first retry's backoff
+            "the victim to run again",
+            step=supervising(pool),
+            details=ws.log,
+        )[0]
+        os.kill(second.pid, signal.SIGKILL)
+        wait_until(
+            lambda: ws.job(victim).state == JobState.SCHEDULED,
+            5,
+            "the victim to be retried with a backoff",
+            step=supervising(pool),
+        )
+    job = ws.job(victim)
+    assert [event.what for event in job.history].count("worker-died") == 2
+    assert job.remaining == job.retries - 2  # each death spent a retry
+
+
+def test_supervision_goes_on_while_the_store_refuses_the_recovery(
+    workspace: Workspace,
+) -> None:
+    """Issue 10, fault 4: the supervisor froze in recovery for the store's whole wait."""
+    ws = workspace
+    tasks = ws.write_module(WORK)
+    victim = tasks.Work.publish(None, 30.0)
+    with running_pool(tasks.app, concurrency=1) as pool:
+        [line] = wait_until(
+            lambda: ws.lines("start", victim), 10, "the victim to start", step=supervising(pool)
+        )
+        with holding_the_write_lock(ws.db):  # another process's writer
+            os.kill(line.pid, signal.SIGKILL)
+            longest, deadline = 0.0, time.monotonic() + 2
+            while time.monotonic() < deadline:  # 2 s, the lock held all along
+                started = time.monotonic()
+                pool.supervise(0.05)
+                longest = max(longest, time.monotonic() - started)
+            assert longest < 1.0  # never the 30 s busy timeout
+            assert pool.children  # replaced meanwhile
+            assert line.pid not in pool.children
+        wait_until(
+            lambda: len(ws.lines("start", victim)) == 2,
+            10,
+            "the victim to run again once the store answered",
+            step=supervising(pool),
+            details=ws.log,
+        )
+
+
+@contextmanager
+def holding_the_write_lock(path: Path) -> Iterator[None]:
+    """Another process holds the SQLite file's write lock while the block runs."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "holding\n"
+        yield
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+        for pipe in (holder.stdin, holder.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+STRAYS = """
+import subprocess
+import sys
+
+
+class Spawner(Task):
+    app = app
+    queue = "work"
+    time_limit = 0.5
+    max_retries = 0
+
+    def run_task(self, stubborn):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        with open(OUT, "a") as out:
+            out.write(f"spawned {self.task_id} {child.pid} {time.time()!r}\\n")
+        try:
+            time.sleep(10)
+        except TimeLimitExceeded:
+            if not stubborn:
+                raise
+            time.sleep(10)  # the supervisor's hard limit ends it
+"""
+
+
+@pytest.mark.parametrize("stubborn", [False, True], ids=["soft-limit", "hard-limit"])
+def test_a_subprocess_of_a_task_does_not_outlive_its_time_limit(
+    workspace: Workspace, stubborn: bool
+) -> None:
+    """Issue 10, fault 6: the subprocess went on running after the kill and after shutdown."""
+    ws = workspace
+    tasks = ws.write_module(STRAYS)
+    jid = tasks.Spawner.publish(None, stubborn)
+    with running_pool(tasks.app, concurrency=1, time_limit_grace=0.5) as pool:
+        [spawned] = wait_until(
+            lambda: ws.lines("spawned", jid), 10, "the subprocess", step=supervising(pool)
+        )
+        wait_until(
+            lambda: ws.job(jid).state == JobState.FAILED,
+            10,
+            "the job to fail at its time limit",
+            step=supervising(pool),
+        )
+        wait_until(lambda: not _alive(spawned.pid), 5, "the subprocess to be killed")
+
+
+def test_slow_jobs_of_one_batch_run_on_idle_processes_at_once(workspace: Workspace) -> None:
+    """Issue 10, fault 7: four 1 s jobs on four processes took 4 s on the one that popped
+    them all."""
+    ws = workspace
+    tasks = ws.write_module(WORK)
+    with running_pool(tasks.app, concurrency=4) as pool:
+        wait_until(lambda: len(pool.children) == 4, 10, "four children", step=supervising(pool))
+        jids = [tasks.Work.publish(None, 1.0) for _ in range(4)]
+        wait_until(lambda: all_complete(ws, jids), 15, "the four jobs", step=supervising(pool))
+    starts = [ws.lines("start", jid)[0] for jid in jids]
+    ends = [ws.lines("end", jid)[0] for jid in jids]
+    assert len({line.pid for line in starts}) >= 3
+    assert max(e.when for e in ends) - min(s.when for s in starts) < 2.5  # not 4 s

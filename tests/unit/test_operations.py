@@ -334,18 +334,43 @@ def test_drain_fails_a_job_of_an_unknown_task_without_counting_it(app: App) -> N
     assert job.failure.group == "lanner-unknown-task"
 
 
-def test_drain_ends_when_jobs_keep_coming_back_without_running(app: App) -> None:
+def test_drain_runs_a_job_whose_time_limit_outlasts_its_lock(app: App) -> None:
+    """Issue 10, fault 2: its lock is extended, not given back and popped forever."""
+
     @app.task(queue="tight", time_limit=5)
     def slow() -> None:
         RUNS.append(("slow",))
 
     jid = slow.delay()
-    # A 1 s lock cannot hold a 5 s time limit: the loop gives the job back with no delay.
-    assert drain(app, queues=[QueueConfig("tight", visibility_timeout_sec=1)]) == 0
+    assert drain(app, queues=[QueueConfig("tight", visibility_timeout_sec=1)]) == 1
+    assert RUNS == [("slow",)]
+    job = app.engine.get(jid)
+    assert job is not None
+    assert job.state == JobState.COMPLETE
+
+
+class OpsNeverNow(Task):
+    """Defers itself every time (a `should_run_task` that always says no)."""
+
+    queue = "later"
+
+    def should_run_task(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+    def run_task(self) -> None:
+        RUNS.append(("never",))
+
+
+def test_drain_ends_when_jobs_keep_coming_back_without_running(url: str) -> None:
+    # No backoff: each deferral gives the job straight back to the queue.
+    app = make_app(url, retry_delay_multiple_sec=0)
+    jid = app.publish(OpsNeverNow)
+    assert drain(app, queues=["later"]) == 0
     assert RUNS == []
     job = app.engine.get(jid)
     assert job is not None
     assert job.state == JobState.WAITING
+    app.close()
 
 
 def test_drain_arms_the_soft_time_limit_in_the_main_thread(app: App) -> None:
@@ -408,7 +433,11 @@ def test_drain_leaves_no_heartbeat_thread_behind(app: App) -> None:
     def quick() -> None:
         pass
 
+    def heartbeats() -> int:
+        return sum(1 for thread in threading.enumerate() if thread.name == "lanner-heartbeat")
+
+    before = heartbeats()
     for _ in range(3):
         quick.delay()
         assert drain(app, queues=["emails"]) == 1
-    assert [t for t in threading.enumerate() if t.name == "lanner-heartbeat"] == []
+    assert heartbeats() == before

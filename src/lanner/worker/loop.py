@@ -3,18 +3,23 @@
     forever:
         queue = selector.select(queues)                  # Reduced Lottery by default
         repeat num_iterations times:
-            jobs = pop(queue, batch_size)                # lock = visibility_timeout_sec;
+            jobs = pop(queue, batch size)                # lock = visibility_timeout_sec;
                                                          # blocks up to long_poll_time_sec
             stop if none
             for each job, in order:
-                release it if it cannot finish before its lock runs out (the batch SLA)
+                give back the unstarted rest if the batch was held BATCH_HOLD_SEC
+                extend its lock first if its time limit would outlast it (the batch SLA)
                 run it under its time limit, heartbeating its lock meanwhile
-                success -> complete (batched); exception -> retry with backoff, or fail
-            complete the batch's successes in one call
+                success -> complete (within COMPLETE_WITHIN_SEC, batched);
+                exception -> retry with backoff, or fail
 
-A job that cannot be decoded, names an unknown task, has a bad signature, does not fit
-the task's arguments or is too large never reaches a task: it fails into a
-`lanner-*` failure group with the reason, and the rest of the batch runs.
+The batch size adapts to how long the queue's jobs run: at most `batch_size`, and no
+more than run in about BATCH_HOLD_SEC, so slow jobs are not held hostage by one process
+while another is idle; fast ones still come ten to a pop. A job that cannot be decoded,
+names an unknown task, has a bad signature, does not fit the task's arguments or is too
+large never reaches a task: it fails into a `lanner-*` failure group with the reason, and
+the rest of the batch runs. A store that is away is waited out (`outage.py`), never a
+reason to exit.
 """
 
 from __future__ import annotations
@@ -26,18 +31,28 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lanner.codec import JobIdentity, Payload, decode
 from lanner.engine import Engine
-from lanner.errors import DecodeError, EngineUnavailable, LannerError, TimeoutException
+from lanner.errors import (
+    DecodeError,
+    JobNotFound,
+    LannerError,
+    LockLost,
+    TimeoutException,
+)
 from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
 from lanner.task import Task, find_task
+from lanner.worker.batch import Batch
+from lanner.worker.keeper import Keeper
 from lanner.worker.logs import current_jid
+from lanner.worker.outage import Outage
+from lanner.worker.processes import kill_strays
 from lanner.worker.timelimit import time_limit
 
 if TYPE_CHECKING:
@@ -50,6 +65,17 @@ READY_CACHE_SEC = 0.5
 
 POP_SLICE_SEC = 0.5
 """A long poll is split into pops this long, so a stop request is seen within it."""
+
+COMPLETE_WITHIN_SEC = 0.1
+"""Finished jobs are completed at most this long after they finish (or at the batch's end),
+so a process killed or stopped repeats at most its running job and those of this window."""
+
+BATCH_HOLD_SEC = 0.1
+"""How long a process may hold popped jobs it has not started: past it, the unstarted rest
+of a batch is given back for an idle process to start now, and later batches of the queue
+shrink to what runs in this time."""
+
+_RUNTIME_WEIGHT = 0.3  # of the latest job in the running mean of a queue's run time
 
 
 def worker_name() -> str:
@@ -66,6 +92,8 @@ class Reporter(Protocol):
 
     def finished(self, jid: str, succeeded: bool) -> None: ...
 
+    def completed(self, jids: Sequence[str]) -> None: ...
+
     def flushed(self) -> None: ...
 
 
@@ -79,6 +107,9 @@ class NoReporter:
     def finished(self, jid: str, succeeded: bool) -> None:
         pass
 
+    def completed(self, jids: Sequence[str]) -> None:
+        pass
+
     def flushed(self) -> None:
         pass
 
@@ -87,57 +118,6 @@ class NoReporter:
 class Limits:
     max_tasks: int | None = None
     max_memory_mb: int | None = None
-
-
-class Heartbeat:
-    """A thread that keeps the lock of the job being run: a beat every third of the lock.
-
-    It wakes every ninth of the lock (at most once a second) and beats only when a beat is
-    due, so short jobs (the common case) cost it nothing: `watch` only records what runs,
-    it never wakes the thread. A job's first beat comes within 4/9 of its lock.
-    """
-
-    def __init__(self, engine: Engine, worker: str) -> None:
-        self._engine = engine
-        self._worker = worker
-        self._watched: tuple[str, float, float] | None = None  # jid, interval, last beat
-        self._period = 1.0
-        self._thread: threading.Thread | None = None  # started by the first watch
-        self._stopped = threading.Event()
-
-    def watch(self, jid: str | None, lock_seconds: float = 60.0) -> None:
-        if jid is not None:
-            self._period = min(lock_seconds / 9, 1.0)
-            self._watched = (jid, lock_seconds / 3, time.monotonic())
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="lanner-heartbeat", daemon=True
-                )
-                self._thread.start()
-        else:
-            self._watched = None
-
-    def stop(self) -> None:
-        """End the thread (a loop that is done with its engine)."""
-        self._stopped.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stopped.wait(self._period):
-            watched = self._watched
-            if watched is None or time.monotonic() - watched[2] < watched[1]:
-                continue
-            jid = watched[0]
-            try:
-                self._engine.heartbeat(jid, self._worker)
-            except LannerError as error:
-                logger.warning("heartbeat of %s failed: %s", jid, error)
-            except Exception:
-                logger.exception("heartbeat of %s failed", jid)
-            if self._watched is watched:
-                self._watched = (jid, watched[1], time.monotonic())
 
 
 class WorkerLoop:
@@ -169,19 +149,24 @@ class WorkerLoop:
         self.reporter = reporter or NoReporter()
         self.limits = limits or Limits()
         self.processed = 0
+        self._pid = os.getpid()
         self._parent = os.getppid() if reporter is not None else None
         self._stopping = False
         self._ready: tuple[float, frozenset[str]] = (0.0, frozenset())
-        self._heartbeat = Heartbeat(self.engine, self.worker)
+        self._keeper = Keeper(self.engine, self.worker)
         self._configured = not configure
+        self._runtime: dict[str, float] = {}  # queue -> running mean of its jobs' run time
+        # Jobs that ran but could not be completed (the store was away), by queue.
+        self._undone: dict[str, list[str]] = {}
+        self._undone_lock = threading.Lock()
 
     def stop(self) -> None:
         """Finish the running task, give back the rest of the batch, then return from run()."""
         self._stopping = True
 
     def close(self) -> None:
-        """Stop the heartbeat thread; the loop is not run again (the engine stays open)."""
-        self._heartbeat.stop()
+        """Stop the keeper thread; the loop is not run again (the engine stays open)."""
+        self._keeper.stop()
 
     @property
     def stopping(self) -> bool:
@@ -190,23 +175,28 @@ class WorkerLoop:
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
         """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
-        outage = Backoff(self.outage_first_pause)
-        while not self._stopping:
+        outage = Outage(self.app.settings.broker, self.outage_first_pause)
+        reason: str | None = None
+        while not self._stopping and reason is None:
             try:
                 if not self._configured:
                     configure_queues(self.engine, self.queues)
                     self._configured = True
+                self.complete_done()
                 reason = self._round()
-            except EngineUnavailable as error:
-                # The store is down: wait and try again, rather than die and be replaced in
-                # a loop. Jobs popped and not completed come back when their locks expire.
-                logger.error("engine unavailable (%s); retrying in %.1f s", error, outage.pause)
-                outage.sleep(lambda: self._stopping)
+            except LannerError as error:
+                # The store is away (or refuses us): wait and try again, rather than die and
+                # be replaced in a loop. Finished jobs are completed once it is back; jobs
+                # popped and not started come back to the queue when their locks expire.
+                outage.failed(error)
+                outage.backoff.sleep(lambda: self._stopping)
                 continue
-            outage.reset()
-            if reason:
-                return reason
-        return "stopped"
+            outage.ended()
+        try:
+            self.complete_done()
+        except LannerError as error:
+            logger.warning("finished jobs not completed (%s): they will run again", error)
+        return reason or "stopped"
 
     def _round(self) -> str | None:
         """Select a queue and work it for up to num_iterations batches; a limit's name if hit."""
@@ -242,7 +232,9 @@ class WorkerLoop:
         deadline = time.monotonic() + (queue.long_poll_time_sec if block else 0.0)
         while True:
             wait = max(0.0, min(POP_SLICE_SEC, deadline - time.monotonic()))
-            jobs: list[Job] = self.engine.pop(queue.name, self.worker, queue.batch_size, wait=wait)
+            jobs: list[Job] = self.engine.pop(
+                queue.name, self.worker, self.batch_size(queue), wait=wait
+            )
             if jobs or self._stopping or time.monotonic() >= deadline:
                 return jobs
             if self.limit_reached():
@@ -258,26 +250,76 @@ class WorkerLoop:
             return "max-memory"
         return None
 
+    def batch_size(self, queue: QueueConfig) -> int:
+        """How many jobs to pop: `batch_size`, or what runs in about BATCH_HOLD_SEC."""
+        runtime = self._runtime.get(queue.name)
+        if not runtime:
+            return queue.batch_size
+        return max(1, min(queue.batch_size, int(BATCH_HOLD_SEC / runtime)))
+
     def run_batch(self, queue: QueueConfig, jobs: Sequence[Job]) -> None:
         self.reporter.batch(queue.name, [job.jid for job in jobs])
-        succeeded: list[str] = []
+        batch = Batch(queue.name, jobs)
+        self._keeper.keep(lambda: self._keep(batch))
         try:
-            for index, job in enumerate(jobs):
+            while (job := batch.take()) is not None:
                 if self._stopping or self.limit_reached():
-                    self._release([j.jid for j in jobs[index:]], queue.name, "worker stopping")
+                    rest = [job, *batch.take_rest()]
+                    self._release([j.jid for j in rest], queue.name, "worker stopping")
                     break
+                started = time.monotonic()
                 if self.run_job(queue, job):
-                    succeeded.append(job.jid)
+                    batch.ran(job.jid)
+                self._learn(queue.name, time.monotonic() - started)
+                if batch.done_for() >= COMPLETE_WITHIN_SEC:
+                    self._complete(batch)
         finally:
-            # Even when the batch is cut short: what ran must not run again.
-            if succeeded:
-                done = self.engine.complete_many(succeeded, self.worker, queue.name)
-                if len(done) < len(succeeded):
-                    lost = sorted(set(succeeded) - set(done))
-                    logger.warning("lock lost before completion, job(s) run elsewhere: %s", lost)
+            self._keeper.keep(None)
+            self._complete(batch)  # even when cut short: what ran must not run again
         # Only a batch that ended normally is settled; otherwise the supervisor still
         # knows its unstarted jobs and gives them back when this process dies.
         self.reporter.flushed()
+
+    def _keep(self, batch: Batch) -> None:
+        """The keeper's duty while a task runs: no batch held hostage, nothing run twice."""
+        if batch.unstarted() and time.monotonic() - batch.popped_at > BATCH_HOLD_SEC:
+            rest = [job.jid for job in batch.take_rest()]
+            if rest:
+                why = f"held {BATCH_HOLD_SEC:g} s: for a process that can start them now"
+                self._release(rest, batch.queue, why)
+        if batch.done_for() >= COMPLETE_WITHIN_SEC:
+            self._complete(batch)
+
+    def _learn(self, queue: str, seconds: float) -> None:
+        mean = self._runtime.get(queue)
+        self._runtime[queue] = (
+            seconds if mean is None else mean + _RUNTIME_WEIGHT * (seconds - mean)
+        )
+
+    def _complete(self, batch: Batch) -> None:
+        jids = batch.take_done()
+        if jids:
+            self._settle(batch.queue, jids)
+
+    def _settle(self, queue: str, jids: list[str]) -> None:
+        """Complete jobs that ran; kept for a later try if the store is away."""
+        try:
+            done = self.engine.complete_many(jids, self.worker, queue)
+        except LannerError:
+            with self._undone_lock:
+                self._undone.setdefault(queue, []).extend(jids)
+            raise
+        self.reporter.completed(jids)
+        if len(done) < len(jids):
+            lost = sorted(set(jids) - set(done))
+            logger.warning("lock lost before completion, job(s) run elsewhere: %s", lost)
+
+    def complete_done(self) -> None:
+        """Complete the jobs that ran while the store was away."""
+        with self._undone_lock:
+            undone, self._undone = self._undone, {}
+        for queue, jids in undone.items():
+            self._settle(queue, jids)
 
     def _release(self, jids: list[str], queue: str, why: str, delay: float = 0.0) -> None:
         released = self.engine.release(jids, self.worker, queue, delay=delay)
@@ -295,8 +337,7 @@ class WorkerLoop:
                 logger.error("job %s (%s) cannot run: %s", job.jid, job.klass, rejected.message)
                 self._fail(job, rejected.group, rejected.message)
                 return False
-            if time.time() + task_class.time_limit > job.expires:
-                self._release([job.jid], job.queue, "its time limit would outlast its lock")
+            if time.time() + task_class.time_limit > job.expires and not self._extend(job):
                 return False
             try:
                 task = task_class(job, payload)
@@ -312,6 +353,20 @@ class WorkerLoop:
             return self._execute(queue, job, task, args, kwargs)
         finally:
             current_jid.reset(token)
+
+    def _extend(self, job: Job) -> bool:
+        """Extend the lock of a job whose time limit would outlast it; False if it is lost.
+
+        The heartbeat thread keeps extending it while the task runs, so a time limit longer
+        than the queue's lock is run, not given back and popped again forever.
+        """
+        try:
+            self.engine.heartbeat(job.jid, self.worker)
+        except (LockLost, JobNotFound) as lost:
+            logger.warning("job %s not run: its lock was lost before it started (%s)",
+                           job.jid, lost)  # fmt: skip
+            return False
+        return True
 
     def _prepare(self, job: Job) -> tuple[type[Task], Payload, tuple[Any, ...], dict[str, Any]]:
         """Find, decode and check the job's task, or raise _Rejected saying why it can't run."""
@@ -345,20 +400,30 @@ class WorkerLoop:
     ) -> bool:
         retry_delay = self._retry_delay(job)
         self.reporter.started(job.jid, time.time() + task.time_limit, retry_delay)
-        self._heartbeat.watch(job.jid, queue.visibility_timeout_sec)
+        self._keeper.watch(job.jid, queue.visibility_timeout_sec)
         try:
             with time_limit(task.time_limit):
                 task.run(*args, **kwargs)
         except Exception as error:
-            self._heartbeat.watch(None)  # before retry/fail: no heartbeat of a released lock
+            self._exit_if_forked()
+            self._keeper.watch(None)  # before retry/fail: no heartbeat of a released lock
+            if isinstance(error, TimeoutException) and (killed := kill_strays()):
+                logger.warning("killed %d process(es) job %s left running", killed, job.jid)
             self._after_failure(type(task), task, job, error)
             self.reporter.finished(job.jid, succeeded=False)
             return False
         finally:
-            self._heartbeat.watch(None)
+            self._exit_if_forked()
+            self._keeper.watch(None)
             self.processed += 1
         self.reporter.finished(job.jid, succeeded=True)
         return True
+
+    def _exit_if_forked(self) -> None:
+        """A copy of this process a task forked, back from the task: it must never act as
+        the worker (complete, release, pop): it leaves at once, touching nothing."""
+        if os.getpid() != self._pid:
+            os._exit(0)
 
     def _retry_delay(self, job: Job) -> float | None:
         """How long to wait before retrying this job if it fails now; None: it fails for good.
@@ -428,25 +493,6 @@ def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
         engine.config_set(f"{queue.name}-heartbeat", queue.visibility_timeout_sec)
         if queue.max_concurrency:
             engine.config_set(f"{queue.name}-max-concurrency", queue.max_concurrency)
-
-
-class Backoff:
-    """Growing pauses (0.5 s, doubling up to 30 s) while something stays unavailable."""
-
-    def __init__(self, first: float = 0.5, longest: float = 30.0) -> None:
-        self._first = first
-        self._longest = longest
-        self.pause = first
-
-    def reset(self) -> None:
-        self.pause = self._first
-
-    def sleep(self, interrupted: Callable[[], bool]) -> None:
-        """Sleep the current pause in short steps (so a stop is seen), then grow it."""
-        deadline = time.monotonic() + self.pause
-        while not interrupted() and time.monotonic() < deadline:
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-        self.pause = min(self.pause * 2, self._longest)
 
 
 def exception_group(error: BaseException) -> str:

@@ -1,26 +1,27 @@
 """The worker pool: a supervisor process and N child processes, each running a WorkerLoop.
 
 The supervisor
-- starts N children (forked) and replaces any that exits or dies;
+- starts N children (forked, each leading its own process group; child.py) and replaces
+  any that exits or dies, pausing longer each time one dies young (a crash loop);
 - recycles a child after `max_tasks_per_child` tasks or `max_memory_per_child_mb` of RSS
   (the child finishes its task, gives back its batch and exits; a new one starts);
-- kills a child whose task runs `time_limit_grace` seconds past its time limit (stuck in C
-  code, or ignoring TimeLimitExceeded), then retries or fails that job by its policy;
-- recovers a dead child's work at once instead of waiting for locks to expire: its
-  finished jobs are completed, the job it was running is retried (it may be what killed
-  it), and the jobs of its batch it had not started are released;
+- kills a child (its whole process group) whose task runs `time_limit_grace` seconds past
+  its time limit (stuck in C code, or ignoring TimeLimitExceeded);
+- gives back a dead child's jobs at once instead of waiting for locks to expire
+  (recovery.py), and completes the finished jobs of a child that stopped answering;
 - on SIGTERM or SIGINT shuts down warm: children finish their running task within
   `shutdown_timeout` and give back the rest at once; on a second signal, or when the
-  timeout passes, shuts down cold: children are killed and their jobs released.
+  timeout passes, shuts down cold: children are killed and their jobs given back.
 
-Children report what they do over a pipe: the batch they popped, the job they started
-(with its deadline and retry plan) and the jobs they finished. That is all the supervisor
-needs to step in for them, and to count running and processed jobs.
+It never waits on the store: what it owes the engine (the queues' settings, recoveries) is
+done as chores (chores.py), between supervision rounds, and retried while the store is
+away. Neither the supervisor nor a child exits because the store is unreachable.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import logging
 import multiprocessing
@@ -33,18 +34,39 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Final
 
-from lanner.engine import Capability
-from lanner.errors import LannerError
+from lanner.engine import Engine
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
-from lanner.worker.loop import Limits, WorkerLoop, configure_queues
+from lanner.worker.child import (
+    STOP_SIGNALS,
+    BatchPopped,
+    BatchSettled,
+    JobFinished,
+    JobsCompleted,
+    JobStarted,
+    Report,
+    WorkerExiting,
+    child_main,
+)
+from lanner.worker.chores import Chores
+from lanner.worker.loop import Limits, configure_queues
+from lanner.worker.outage import Backoff
+from lanner.worker.processes import kill_group
+from lanner.worker.recovery import DeadWorker, recovery
 
 if TYPE_CHECKING:
     from lanner.app import App
 
 logger = logging.getLogger("lanner.pool")
+
+SETTLE_FOR_CHILD_SEC: Final = 1.0
+"""A child's finished jobs still not completed after this long (it was stopped, or is
+stuck) are completed by the supervisor on its behalf, before their locks run out."""
+
+YOUNG_DEATH_SEC: Final = 1.0
+"""A child that dies younger than this is replaced after a growing pause."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,64 +77,18 @@ class PoolCounts:
     children: int  # live child processes
 
 
-# What a child tells the supervisor over its pipe, in the order the loop does it.
-class BatchPopped(NamedTuple):
-    queue: str
-    jids: list[str]
-
-
-class JobStarted(NamedTuple):
-    jid: str
-    deadline: float  # when its time limit runs out (Unix time)
-    retry_delay: float | None  # None: no retry left
-
-
-class JobFinished(NamedTuple):
-    jid: str
-    succeeded: bool  # True: its completion waits for the end of the batch
-
-
-class BatchSettled(NamedTuple):
-    """The batch's completions are stored and its unstarted jobs given back."""
-
-
-class WorkerExiting(NamedTuple):
-    reason: str
-
-
-Report = BatchPopped | JobStarted | JobFinished | BatchSettled | WorkerExiting
-
-
 @dataclass
 class _Child:
     process: BaseProcess
     conn: Connection
     worker: str
+    started_at: float = field(default_factory=time.monotonic)
     queue: str = ""
     batch: list[str] = field(default_factory=list)
     running: JobStarted | None = None
-    succeeded: list[str] = field(default_factory=list)  # finished, completion not yet stored
+    finished: dict[str, float] = field(default_factory=dict)  # jid -> when; not completed
     exited_cleanly: bool = False
     killed_for: str = ""
-
-
-class _PipeReporter:
-    """The child's side: tells the supervisor what the loop does."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-
-    def batch(self, queue: str, jids: Sequence[str]) -> None:
-        self._conn.send(BatchPopped(queue, list(jids)))
-
-    def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
-        self._conn.send(JobStarted(jid, deadline, retry_delay))
-
-    def finished(self, jid: str, succeeded: bool) -> None:
-        self._conn.send(JobFinished(jid, succeeded))
-
-    def flushed(self) -> None:
-        self._conn.send(BatchSettled())
 
 
 class WorkerPool:
@@ -151,19 +127,24 @@ class WorkerPool:
         self.processed = 0
         self._children: dict[int, _Child] = {}
         self._context = multiprocessing.get_context("fork")
+        self._chores = Chores(app.engine, settings.broker)
         self._stopping_since: float | None = None
         self._cold = False
-        self._started = False
+        self._spawns_due: list[float] = []  # when children are to be started (monotonic)
+        self._respawn = Backoff(first=0.5)
 
     # -- public ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Import the task modules, configure the queues in the engine, start the children."""
+        """Import the task modules, store the queues' settings, start the children."""
         for module in self.app.settings.imports:
             importlib.import_module(module)  # before forking, so every child has the tasks
-        configure_queues(self.app.engine, self.queues)
-        self._started = True
-        for _ in range(self.concurrency):
-            self._spawn()
+        self._chores.add(
+            "storing the queues' settings",
+            lambda engine: configure_queues(engine, self.queues),
+        )
+        self._chores.run()  # now if the store answers: children then pop with the right lock
+        self._spawns_due = [time.monotonic()] * self.concurrency
+        self._spawn_due()
         logger.info(
             "pool started: %d processes, queues %s, selector %s",
             self.concurrency, ", ".join(q.name for q in self.queues), self.selector,
@@ -174,12 +155,14 @@ class WorkerPool:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         self.start()
-        while self._children:
+        while self._children or self._stopping_since is None:
             self.supervise(timeout=0.1)
+        self._finish_chores()
         logger.info("pool stopped: %d jobs processed", self.processed)
 
     def supervise(self, timeout: float = 0.1) -> None:
-        """One round: read children's reports, reap and replace, enforce time limits."""
+        """One round: read children's reports, reap and replace, enforce time limits, and
+        do what is owed to the engine as far as the store allows."""
         ready = wait(
             [child.conn for child in self._children.values()]
             + [child.process.sentinel for child in self._children.values()],
@@ -192,6 +175,9 @@ class WorkerPool:
             if not child.process.is_alive():
                 self._reap(pid, child)
         self._enforce_time_limits()
+        self._settle_for_stalled_children()
+        self._spawn_due()
+        self._chores.run()
         stopping = self._stopping_since is not None and not self._cold
         if stopping and time.monotonic() - (self._stopping_since or 0) >= self.shutdown_timeout:
             logger.warning("shutdown timeout of %g s passed: killing children",
@@ -210,6 +196,7 @@ class WorkerPool:
         """Warm shutdown: children finish their running task, give back the rest, exit."""
         if self._stopping_since is None:
             self._stopping_since = time.monotonic()
+            self._spawns_due.clear()
             logger.info("warm shutdown: waiting up to %g s for running tasks",
                         self.shutdown_timeout)  # fmt: skip
             for child in self._children.values():
@@ -222,16 +209,24 @@ class WorkerPool:
         self.stop()
         while self._children:
             self.supervise(timeout=0.05)
+        self._finish_chores()
 
     @property
     def children(self) -> list[int]:
         return sorted(self._children)
 
     # -- children -------------------------------------------------------------------------
+    def _spawn_due(self) -> None:
+        now = time.monotonic()
+        due = [at for at in self._spawns_due if at <= now]
+        self._spawns_due = [at for at in self._spawns_due if at > now]
+        for _ in due:
+            self._spawn()
+
     def _spawn(self) -> None:
         receive, send = self._context.Pipe(duplex=False)
         process = self._context.Process(
-            target=_child_main,
+            target=child_main,
             args=(self.app, self.queues, self.selector, self.limits, send),
             name=f"lanner-worker-{len(self._children) + 1}",
             daemon=False,
@@ -239,13 +234,17 @@ class WorkerPool:
         # A child starts with the supervisor's signal handlers; a SIGTERM before it has
         # its own would run the supervisor's. Blocked here, such a signal waits for the
         # child's handler (the child unblocks once it is installed).
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             process.start()
         finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         send.close()
         assert process.pid is not None
+        # The child makes itself a group leader too; whichever runs first, the group exists
+        # from here on, so a kill of the group never misses a child just started.
+        with contextlib.suppress(OSError):
+            os.setpgid(process.pid, process.pid)
         self._children[process.pid] = _Child(
             process, receive, f"{socket.gethostname()}-{process.pid}"
         )
@@ -260,7 +259,7 @@ class WorkerPool:
     def _on_report(self, child: _Child, report: Report) -> None:
         match report:
             case BatchPopped(queue, jids):
-                child.queue, child.batch, child.succeeded = queue, list(jids), []
+                child.queue, child.batch = queue, list(jids)
             case JobStarted():
                 child.running = report
             case JobFinished(jid, succeeded):
@@ -268,10 +267,13 @@ class WorkerPool:
                 if jid in child.batch:
                     child.batch.remove(jid)
                 if succeeded:
-                    child.succeeded.append(jid)
+                    child.finished[jid] = time.monotonic()
                 self.processed += 1
+            case JobsCompleted(jids):
+                for jid in jids:
+                    child.finished.pop(jid, None)
             case BatchSettled():
-                child.batch, child.succeeded = [], []
+                child.batch = []
             case WorkerExiting(reason):
                 child.exited_cleanly = True
                 logger.info("worker %s exits: %s", child.worker, reason)
@@ -279,75 +281,85 @@ class WorkerPool:
     def _reap(self, pid: int, child: _Child) -> None:
         self._read(child)
         child.process.join(timeout=1)
+        kill_group(pid)  # what its tasks started dies with it
         del self._children[pid]
         child.conn.close()
-        if not child.exited_cleanly or child.batch or child.running:
+        if not child.exited_cleanly or child.batch or child.running or child.finished:
             self._recover(child)
         if self._stopping_since is None:
-            self._spawn()
+            pause = 0.0
+            if not child.exited_cleanly and time.monotonic() - child.started_at < YOUNG_DEATH_SEC:
+                pause = self._respawn.pause  # a crash loop must not fork as fast as it can
+                self._respawn.grow()
+                logger.warning("worker %s died young: its replacement starts in %g s",
+                               child.worker, pause)  # fmt: skip
+            else:
+                self._respawn.reset()
+            self._spawns_due.append(time.monotonic() + pause)
 
     def _recover(self, child: _Child) -> None:
-        """Do at once what lock expiry would do later for a child that died mid-batch."""
-        engine, queue, worker = self.app.engine, child.queue, child.worker
+        """Give back what the dead child held (a chore: never waits on the store)."""
         code = child.process.exitcode
         cause = child.killed_for or f"worker process died (exit code {code})"
-        logger.error("worker %s: %s; recovering its jobs", worker, cause)
-        try:
-            if child.succeeded:
-                engine.complete_many(child.succeeded, worker, queue)
-            if child.running is not None:
-                jid, retry_delay = child.running.jid, child.running.retry_delay
-                if self._cold and not child.killed_for:
-                    engine.release([jid], worker, queue)  # shutdown, not the job's fault
-                elif retry_delay is not None:
-                    engine.retry(jid, queue, worker, retry_delay)
-                else:
-                    group = "TimeLimitExceeded" if child.killed_for else "lanner-worker-died"
-                    engine.fail(jid, worker, group, cause)
-            running = child.running.jid if child.running else None
-            unstarted = [jid for jid in child.batch if jid != running]
-            if unstarted:
-                engine.release(unstarted, worker, queue)
-            self._release_leftovers(child)
-        except LannerError as error:
-            logger.warning("recovering the jobs of %s: %s", worker, error)
+        running = f" running job {child.running.jid}" if child.running else ""
+        logger.error("worker %s%s: %s; giving back its jobs", child.worker, running, cause)
+        dead = DeadWorker(
+            worker=child.worker,
+            queue=child.queue,
+            reported=tuple(child.batch),
+            running=child.running,
+            finished=tuple(child.finished),
+            cause=cause,
+            timed_out=bool(child.killed_for),
+            shutdown=self._cold and not child.killed_for,
+        )
+        self._chores.add(
+            f"giving back the jobs of {child.worker}",
+            recovery(dead, self.app.settings.retry_delay),
+        )
 
-    def _release_leftovers(self, child: _Child) -> None:
-        """Give back whatever the engine still has locked for the dead worker, if it can tell.
-
-        The reports cover what the child said; this covers what it could not say (a batch
-        popped just before it died).
-        """
-        engine = self.app.engine
-        if Capability.WORKERS not in engine.capabilities:
-            return
-        held = engine.worker_jobs(child.worker)
-        leftovers = [*held.jobs, *held.stalled]
-        for queue in self.queues:
-            if leftovers:
-                leftovers = [
-                    jid for jid in leftovers
-                    if jid not in engine.release(leftovers, child.worker, queue.name)
-                ]  # fmt: skip
+    def _settle_for_stalled_children(self) -> None:
+        """Complete the finished jobs of a child too stopped or stuck to complete them."""
+        now = time.monotonic()
+        for child in self._children.values():
+            overdue = [jid for jid, at in child.finished.items() if now - at > SETTLE_FOR_CHILD_SEC]
+            if not overdue:
+                continue
+            for jid in overdue:
+                del child.finished[jid]
+            self._chores.add(
+                f"completing {len(overdue)} finished job(s) of {child.worker}",
+                functools.partial(_complete, jids=overdue, worker=child.worker, queue=child.queue),
+            )
 
     def _enforce_time_limits(self) -> None:
         now = time.time()
-        for child in self._children.values():
+        for pid, child in self._children.items():
             if child.running is None or child.killed_for:
                 continue
-            jid, deadline = child.running.jid, child.running.deadline
-            if now > deadline + self.time_limit_grace:
+            if now > child.running.deadline + self.time_limit_grace:
                 child.killed_for = (
-                    f"job {jid} ran {self.time_limit_grace:g} s past its time limit; "
-                    "its process was killed"
+                    f"job {child.running.jid} ran {self.time_limit_grace:g} s past its time "
+                    "limit; its process was killed"
                 )
                 logger.error("worker %s: %s", child.worker, child.killed_for)
-                _signal(child.process, signal.SIGKILL)
+                kill_group(pid)
 
     def _kill_all(self) -> None:
         self._cold = True
-        for child in self._children.values():
-            _signal(child.process, signal.SIGKILL)
+        for pid in self._children:
+            kill_group(pid)
+
+    def _finish_chores(self) -> None:
+        """At shutdown, do what is owed while the store answers, for up to the timeout."""
+        deadline = time.monotonic() + self.shutdown_timeout
+        while len(self._chores) and time.monotonic() < deadline:
+            self._chores.run()
+            time.sleep(0.05)
+        if len(self._chores):
+            logger.warning("%d chore(s) left undone: the store is away; their jobs come back "
+                           "when their locks run out", len(self._chores))  # fmt: skip
+        self._chores.close()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping_since is None:
@@ -358,39 +370,11 @@ class WorkerPool:
             self._kill_all()
 
 
-_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+def _complete(engine: Engine, jids: list[str], worker: str, queue: str) -> None:
+    engine.complete_many(jids, worker, queue)
 
 
 def _signal(process: BaseProcess, signum: int) -> None:
     if process.pid is not None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signum)
-
-
-def _child_main(
-    app: App,
-    queues: Sequence[QueueConfig],
-    selector: str,
-    limits: Limits,
-    conn: Connection,
-) -> None:
-    # The supervisor owns Ctrl-C: a terminal's SIGINT reaches the whole process group,
-    # and children must not die of it mid-task; they stop when the supervisor says so.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    loop = WorkerLoop(
-        app,
-        queues,
-        resolve_selector(selector),
-        reporter=_PipeReporter(conn),
-        limits=limits,
-        configure=False,  # the supervisor did, once for all children
-    )
-    signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    if app.settings.on_worker_startup:
-        app.settings.on_worker_startup()
-    reason = loop.run()
-    if app.settings.on_worker_shutdown:
-        app.settings.on_worker_shutdown()
-    conn.send(WorkerExiting(reason))
-    conn.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -19,6 +20,7 @@ from .world import (
     WLBoom,
     WLDeferred,
     WLEcho,
+    WLForker,
     WLHeartbeat,
     WLInitRaises,
     WLShouldRunRaises,
@@ -27,6 +29,7 @@ from .world import (
     WLSlowNoRetries,
     WLStopper,
     WLTight,
+    WLWatcher,
     World,
     Worlds,
     comes_back_after,
@@ -52,7 +55,7 @@ def test_a_success_completes_the_job_once(world: World) -> None:
     assert whats(job).count("popped") == 1
     assert events("run") == [("run", jid, "hello", 2, None)]
     kinds = [r[0] for r in world.recorder.reports]
-    assert kinds == ["batch", "started", "finished", "flushed"]
+    assert kinds == ["batch", "started", "finished", "completed", "flushed"]
     assert world.recorder.reports[2] == ("finished", jid, True)
     assert world.loop.processed == 1
 
@@ -167,24 +170,85 @@ def test_the_soft_time_limit_without_retries_fails_at_once(world: World) -> None
     assert job.failure.group == "TimeLimitExceeded"
 
 
-def test_the_batch_sla_releases_a_job_that_would_outlast_its_lock(worlds: Worlds) -> None:
-    world = worlds(lock=2.0)
-    first = world.app.publish(WLSleepy, [0.5])  # time_limit 1 s: fits when popped
-    tight = world.app.publish(WLTight)  # time_limit 1.8 s: fits only at the start of a lock
+def test_a_job_whose_time_limit_outlasts_its_lock_gets_the_lock_extended_and_runs(
+    worlds: Worlds,
+) -> None:
+    """Issue 10, fault 2: it used to be given back, and popped again, forever."""
+    world = worlds()
+    tight = world.app.publish(WLTight)  # time_limit 1.8 s
+    # The lease set by a worker's own queue config, which the publisher did not know.
+    world.engine.config_set("wl-heartbeat", 1.0)
 
-    world.work()
+    popped = world.work()
 
-    assert world.get(first).state == JobState.COMPLETE
+    assert [job.jid for job in popped] == [tight]
     job = world.get(tight)
-    assert job.state == JobState.WAITING
-    assert whats(job)[-1] == "released"
-    assert job.remaining == job.retries
-    assert events("run") == [("run", first)]
-    assert world.recorder.retry_delays(tight) == []
+    assert job.state == JobState.COMPLETE
+    assert whats(job) == ["put", "popped", "done"]
+    assert events("run") == [("run", tight)]
 
-    # Popped afresh, with its whole lock ahead, it runs.
+
+def test_a_batch_held_too_long_gives_back_its_unstarted_jobs_while_a_task_runs(
+    world: World,
+) -> None:
+    """Issue 10, fault 7: an idle process may start them now, not after the slow task."""
+    PEEK.append(world.get)
+    behind = [world.app.publish(WLEcho, [n]) for n in range(2)]
+    slow = world.app.publish(WLWatcher, [behind[-1], "waiting"])
+    world.engine.priority(slow, 1)  # first in the batch
+
     world.work()
-    assert world.get(tight).state == JobState.COMPLETE
+
+    [(_, _, waited)] = events("watched")
+    assert waited is not None, "the unstarted jobs were held while the slow task ran"
+    for jid in behind:
+        job = world.get(jid)
+        assert job.state == JobState.WAITING
+        assert whats(job)[-1] == "released"
+        assert job.remaining == job.retries  # no retry spent
+    assert world.loop.batch_size(world.queue) < world.queue.batch_size  # it learnt
+
+
+def test_a_job_that_ran_is_completed_while_the_next_task_still_runs(world: World) -> None:
+    """Issue 10, fault 7: a process stopped mid-batch must not leave finished jobs to run
+    again elsewhere."""
+    PEEK.append(world.get)
+    quick = world.app.publish(WLEcho, ["quick"])
+    watcher = world.app.publish(WLWatcher, [quick, "complete"])
+    world.engine.priority(quick, 1)
+
+    world.work()
+
+    [(_, _, waited)] = events("watched")
+    assert waited is not None, "the finished job was not completed while the next one ran"
+    assert world.get(watcher).state == JobState.COMPLETE
+
+
+def test_batches_are_as_large_as_what_runs_in_the_hold_time(world: World) -> None:
+    for n in range(10):
+        world.app.publish(WLEcho, [n])
+    world.work()
+    assert world.loop.batch_size(world.queue) == world.queue.batch_size  # quick jobs: all 10
+    world.app.publish(WLSleepy, [0.3])
+    world.work(count=1)
+    assert world.loop.batch_size(world.queue) == 1
+
+
+def test_a_forked_copy_that_returns_from_a_task_never_acts_as_the_worker(world: World) -> None:
+    """Issue 10, fault 6: such a copy completed the job and gave back its parent's batch."""
+    jid = world.app.publish(WLForker)
+    others = [world.app.publish(WLEcho, [n]) for n in range(3)]
+
+    world.work()
+
+    [(_, child)] = events("forked")
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    job = world.get(jid)
+    assert job.state == JobState.COMPLETE
+    assert whats(job) == ["put", "popped", "done"]
+    for other in others:
+        assert whats(world.get(other)) == ["put", "popped", "done"]
 
 
 def test_the_running_job_is_heartbeaten(worlds: Worlds) -> None:

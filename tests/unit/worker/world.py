@@ -7,6 +7,7 @@ then reads what the engine recorded. Retry and deferral delays are checked with 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -200,6 +201,28 @@ class WLSleepy(WLTask):
         EVENTS.append(("run", self.task_id))
 
 
+class WLWatcher(WLTask):
+    """Waits (up to 5 s) until the other job reaches `state`, and records how long it took."""
+
+    def run_task(self, other: str, state: str) -> None:
+        started = time.monotonic()
+        while PEEK[0](other).state != state:
+            if time.monotonic() - started > 5:
+                EVENTS.append(("watched", other, None))
+                return
+            time.sleep(0.01)
+        EVENTS.append(("watched", other, time.monotonic() - started))
+
+
+class WLForker(WLTask):
+    """Forks, and both processes return from the task (the child never should act on it)."""
+
+    def run_task(self) -> None:
+        child = os.fork()
+        if child:
+            EVENTS.append(("forked", child))
+
+
 class WLTight(WLTask):
     time_limit = 1.8
 
@@ -253,6 +276,9 @@ class Recorder:
     def finished(self, jid: str, succeeded: bool) -> None:
         self.reports.append(("finished", jid, succeeded))
 
+    def completed(self, jids: Any) -> None:
+        self.reports.append(("completed", list(jids)))
+
     def flushed(self) -> None:
         self.reports.append(("flushed",))
 
@@ -294,6 +320,7 @@ class Worlds:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.opened: list[App] = []
+        self.loops: list[WorkerLoop] = []
 
     def __call__(
         self,
@@ -321,9 +348,12 @@ class Worlds:
             reporter=recorder,
             limits=limits,
         )
+        self.loops.append(loop)
         return World(app, loop, queue, recorder, url)
 
     def close(self) -> None:
+        for loop in self.loops:
+            loop.close()
         for app in self.opened:
             app.close()
 

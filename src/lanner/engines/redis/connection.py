@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -42,6 +42,7 @@ __all__ = [
     "RedisAddress",
     "RedisOptions",
     "hide_password",
+    "impatient",
     "parse_url",
     "redis_client",
     "unreachable",
@@ -235,6 +236,17 @@ def redis_client(
         ssl_ca_certs=options.ssl_ca_certs or None,
         decode_responses=True,
         client_name="lanner",
+    )
+
+
+def impatient(options: RedisOptions, max_wait: float) -> RedisOptions:
+    """`options` for commands that give up after about `max_wait` seconds: one try, and no
+    longer a wait for a connection or a reply than that."""
+    return replace(
+        options,
+        retries=0,
+        socket_connect_timeout=min(options.socket_connect_timeout, max_wait),
+        socket_timeout=min(options.socket_timeout, max_wait),
     )
 
 

@@ -36,7 +36,13 @@ from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
 from lanner.engines.redis.caller import LuaCaller
-from lanner.engines.redis.connection import parse_url, redis_client, unreachable
+from lanner.engines.redis.connection import (
+    RedisOptions,
+    impatient,
+    parse_url,
+    redis_client,
+    unreachable,
+)
 from lanner.errors import JobNotFound
 from lanner.job import Job
 from lanner.records import (
@@ -58,8 +64,14 @@ class RedisEngine(Engine):
     name = "redis"
     capabilities = frozenset(Capability)
 
-    def __init__(self, url: str = "redis://127.0.0.1:6379/0") -> None:
+    def __init__(
+        self, url: str = "redis://127.0.0.1:6379/0", *, options: RedisOptions | None = None
+    ) -> None:
+        """`options` replace those of the URL's query."""
+        self._url = url
         self.address, self.options = parse_url(url)
+        if options is not None:
+            self.options = options
         self._client = redis_client(self.address, self.options, self.options.socket_timeout)
         # BLPOP blocks its connection: blocked pops get their own pool, whose reads may
         # take a whole wait chunk longer than a command.
@@ -79,6 +91,10 @@ class RedisEngine(Engine):
 
     def __repr__(self) -> str:
         return f"RedisEngine({self.address!r})"
+
+    def reopen(self, *, max_wait: float | None = None) -> RedisEngine:
+        options = self.options if max_wait is None else impatient(self.options, max_wait)
+        return RedisEngine(self._url, options=options)
 
     def close(self) -> None:
         self._client.close()

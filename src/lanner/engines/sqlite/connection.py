@@ -218,14 +218,21 @@ _DATABASES: weakref.WeakSet[Database] = weakref.WeakSet()
 _held_for_fork: list[Database] = []
 
 
+FORK_WAIT_SEC: Final = 2.0
+"""How long a fork waits for another thread's transaction to end before it goes on."""
+
+
 def _close_before_fork() -> None:
     """Close every connection of this process, each between two of its transactions."""
     for database in list(_DATABASES):
-        # A transaction in another thread ends first; one that does not end in time
-        # (this very thread holds it) leaves its connection open: the child parks it.
-        if database._lock.acquire(timeout=database.options.busy_timeout + 5):
+        # A transaction in another thread ends first. One that does not end in time (or
+        # this very thread's) leaves its connection open: the child never touches it.
+        if database._lock.acquire(timeout=FORK_WAIT_SEC):
             _held_for_fork.append(database)
             database._close()
+        else:
+            logger.warning("forking while %s is in use: its connection stays open in the "
+                           "child, unused", database.path)  # fmt: skip
 
 
 def _release_after_fork() -> None:

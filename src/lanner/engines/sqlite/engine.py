@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 from lanner import checks
 from lanner.engine import Capability, Engine
@@ -62,6 +63,12 @@ class SQLiteEngine(Engine):
 
     def close(self) -> None:
         self.database.close()
+
+    def reopen(self, *, max_wait: float | None = None) -> SQLiteEngine:
+        options = self.options
+        if max_wait is not None:
+            options = replace(options, busy_timeout=min(options.busy_timeout, max_wait))
+        return SQLiteEngine(self.path, options)
 
     # -- configuration --------------------------------------------------------------------
     def _config_get(self, key: str) -> ConfigValue | None:

@@ -1,0 +1,117 @@
+"""A worker process of the pool: its entry point, and what it reports to its supervisor.
+
+A child leads its own process group (so a kill of the group takes its task's
+subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM, and
+tells the supervisor over a pipe what its loop does: the batch it popped, the job it
+started (with its deadline and retry plan), the jobs it finished and completed. That is
+all the supervisor needs to step in for it, and to count running and processed jobs.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, NamedTuple
+
+from lanner.queues import QueueConfig
+from lanner.selectors import resolve_selector
+from lanner.worker.loop import Limits, WorkerLoop
+from lanner.worker.processes import kill_strays, lead_own_group
+
+if TYPE_CHECKING:
+    from lanner.app import App
+
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+# What a child tells the supervisor over its pipe, in the order the loop does it.
+class BatchPopped(NamedTuple):
+    queue: str
+    jids: list[str]
+
+
+class JobStarted(NamedTuple):
+    jid: str
+    deadline: float  # when its time limit runs out (Unix time)
+    retry_delay: float | None  # None: no retry left
+
+
+class JobFinished(NamedTuple):
+    jid: str
+    succeeded: bool  # True: it waits to be completed
+
+
+class JobsCompleted(NamedTuple):
+    jids: list[str]
+
+
+class BatchSettled(NamedTuple):
+    """The batch's completions are stored and its unstarted jobs given back."""
+
+
+class WorkerExiting(NamedTuple):
+    reason: str
+
+
+Report = BatchPopped | JobStarted | JobFinished | JobsCompleted | BatchSettled | WorkerExiting
+
+
+class PipeReporter:
+    """The child's side of the pipe (the loop and its keeper thread both report)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def _send(self, report: Report) -> None:
+        with self._lock:
+            self._conn.send(report)
+
+    def batch(self, queue: str, jids: Sequence[str]) -> None:
+        self._send(BatchPopped(queue, list(jids)))
+
+    def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
+        self._send(JobStarted(jid, deadline, retry_delay))
+
+    def finished(self, jid: str, succeeded: bool) -> None:
+        self._send(JobFinished(jid, succeeded))
+
+    def completed(self, jids: Sequence[str]) -> None:
+        self._send(JobsCompleted(list(jids)))
+
+    def flushed(self) -> None:
+        self._send(BatchSettled())
+
+
+def child_main(
+    app: App,
+    queues: Sequence[QueueConfig],
+    selector: str,
+    limits: Limits,
+    conn: Connection,
+) -> None:
+    """The body of a worker process (forked by the supervisor)."""
+    lead_own_group()
+    # The supervisor owns Ctrl-C: a terminal's SIGINT reaches the whole process group,
+    # and children must not die of it mid-task; they stop when the supervisor says so.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    loop = WorkerLoop(
+        app,
+        queues,
+        resolve_selector(selector),
+        reporter=PipeReporter(conn),
+        limits=limits,
+        configure=False,  # the supervisor does, once for all children
+    )
+    signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    if app.settings.on_worker_startup:
+        app.settings.on_worker_startup()
+    reason = loop.run()
+    if app.settings.on_worker_shutdown:
+        app.settings.on_worker_shutdown()
+    kill_strays()  # nothing a task started outlives the process that ran it
+    conn.send(WorkerExiting(reason))
+    conn.close()

@@ -1,0 +1,76 @@
+"""Engine work the supervisor owes, done without ever holding up supervision.
+
+Storing the queues' settings, and giving back the jobs of a worker process that died, take
+engine calls; the store may be away, or its write lock held, for minutes. The supervisor
+must meanwhile go on reaping, replacing and time-limiting its children, so it never waits
+on the store: chores run a few at a time in each supervise round, through an engine of
+its own that gives up after CHORE_MAX_WAIT, and what fails for want of the store is
+tried again after a growing pause, in order, until it is done.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Final
+
+from lanner.engine import Engine
+from lanner.errors import EngineUnavailable, LannerError
+from lanner.worker.outage import Outage
+
+logger = logging.getLogger("lanner.pool")
+
+CHORE_MAX_WAIT: Final = 0.5
+"""The longest a chore's engine call waits for the store before giving up for now."""
+
+ROUND_BUDGET: Final = 0.2
+"""Chores stop for a supervise round once they have taken this long."""
+
+Chore = Callable[[Engine], None]
+
+
+class Chores:
+    """A queue of engine work, done a step at a time through an impatient engine."""
+
+    def __init__(self, engine: Engine, store: str) -> None:
+        self._engine = engine  # the app's: only to open the impatient one from
+        self._impatient: Engine | None = None
+        self._pending: deque[tuple[str, Chore]] = deque()
+        self._outage = Outage(store)
+        self._next_try = 0.0
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def add(self, what: str, chore: Chore) -> None:
+        self._pending.append((what, chore))
+
+    def run(self) -> None:
+        """Do chores until none is left, the round's budget is spent, or the store fails."""
+        started = time.monotonic()
+        if not self._pending or started < self._next_try:
+            return
+        while self._pending and time.monotonic() - started < ROUND_BUDGET:
+            what, chore = self._pending[0]
+            try:
+                if self._impatient is None:
+                    self._impatient = self._engine.reopen(max_wait=CHORE_MAX_WAIT)
+                chore(self._impatient)
+            except EngineUnavailable as error:
+                self._outage.failed(error)
+                self._next_try = time.monotonic() + self._outage.backoff.pause
+                self._outage.backoff.grow()
+                return
+            except LannerError as error:
+                logger.warning("%s: %s", what, error)
+            except Exception:
+                logger.exception("%s failed", what)
+            self._pending.popleft()
+            self._outage.ended()
+
+    def close(self) -> None:
+        if self._impatient is not None:
+            self._impatient.close()
+            self._impatient = None

@@ -1,0 +1,61 @@
+"""Process groups: each worker process leads its own, so that a task's subprocesses go too.
+
+A time-limit kill or a cold shutdown kills the whole group of a worker process, not just
+the process, so a subprocess a task started cannot outlive it; after a soft time limit, a
+worker process kills what its task left running in its group. A group's leader is the
+worker process itself, so its pid is the group's id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+
+def lead_own_group() -> None:
+    """Make this (worker) process the leader of a new process group."""
+    os.setpgid(0, 0)
+
+
+def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:
+    """Signal every process of a group (gone already: nothing to do)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def kill_strays() -> int:
+    """Kill the other processes of this process's group, if it leads one; return how many.
+
+    Only a group leader does: in a process that shares its parent's group (a test, a
+    shell's job) the other members are not this process's to kill. Reads /proc (Linux);
+    elsewhere nothing is killed.
+    """
+    me = os.getpid()
+    if os.getpgrp() != me:
+        return 0
+    killed = 0
+    for member in _group_members(me):
+        if member != me:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(member, signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    text = stat.read()
+            except OSError:
+                continue  # gone meanwhile
+            # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+            fields = text[text.rindex(b")") + 2 :].split()
+            if int(fields[2]) == pgid:
+                members.append(int(entry.name))
+    return members

@@ -1,0 +1,96 @@
+"""Giving back the jobs of a worker process that died, at once rather than at lock expiry.
+
+A dead worker's name still holds its locks in the engine. Its recovery, a supervisor
+chore, is idempotent (run again after the store failed it halfway, it does nothing twice):
+
+1. the jobs it finished and reported, but had not completed, are completed;
+2. the job it was running is settled: retried at once the first time a process dies under
+   it (most deaths are the process's, not the job's), with the retry backoff from its second
+   death on (a poison job still ends failed); retried with its own backoff after a
+   time-limit kill; failed when it has no retry left; given back untouched after a cold
+   shutdown, which is nobody's fault;
+3. every other job the engine shows the worker holding is given back, in its queue,
+   whether or not the process had reported it (it may have died just after a pop).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from lanner.engine import Capability, Engine
+from lanner.job import Job, JobState
+from lanner.worker.child import JobStarted
+
+logger = logging.getLogger("lanner.pool")
+
+DEATH_ENTRY: Final = "worker-died"
+"""The history entry a job gets each time a worker process dies running it."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadWorker:
+    worker: str  # its name: the holder of its locks in the engine
+    queue: str  # the queue of its last batch
+    reported: tuple[str, ...]  # the jobs of its last batch it had not finished
+    running: JobStarted | None  # the job it was running, as it reported it
+    finished: tuple[str, ...]  # the jobs it ran, not known to be completed
+    cause: str  # why it died, for logs and failure messages
+    timed_out: bool  # the supervisor killed it: its job ran past its time limit
+    shutdown: bool  # killed by a cold shutdown
+
+
+def recovery(dead: DeadWorker, backoff: Callable[[int], float]) -> Callable[[Engine], None]:
+    """The chore that gives back `dead`'s jobs; `backoff(n)` is the delay of retry n."""
+
+    def recover(engine: Engine) -> None:
+        if dead.finished:
+            engine.complete_many(list(dead.finished), dead.worker, dead.queue)
+        if dead.running is not None:
+            _settle_running(engine, dead, dead.running, backoff)
+        given_back = _give_back_held(engine, dead)
+        if given_back:
+            logger.info("gave back %d job(s) of %s: %s", len(given_back), dead.worker, given_back)
+
+    return recover
+
+
+def _settle_running(
+    engine: Engine, dead: DeadWorker, running: JobStarted, backoff: Callable[[int], float]
+) -> None:
+    job = engine.get(running.jid)
+    if job is None or job.state != JobState.RUNNING or job.worker != dead.worker:
+        return  # settled already, or handed to another worker
+    if dead.shutdown:
+        engine.release([job.jid], dead.worker, job.queue)
+    elif running.retry_delay is None:
+        group = "TimeLimitExceeded" if dead.timed_out else "lanner-worker-died"
+        engine.fail(job.jid, dead.worker, group, f"job {job.jid}: {dead.cause}")
+    elif dead.timed_out:
+        engine.retry(job.jid, job.queue, dead.worker, running.retry_delay)
+    else:
+        deaths = _deaths(job)
+        if Capability.LOG in engine.capabilities:
+            engine.log(job.jid, DEATH_ENTRY, {"worker": dead.worker, "cause": dead.cause})
+        delay = 0.0 if deaths == 0 else backoff(deaths - 1)
+        engine.retry(job.jid, job.queue, dead.worker, delay)
+
+
+def _deaths(job: Job) -> int:
+    return sum(1 for event in job.history if event.what == DEATH_ENTRY)
+
+
+def _give_back_held(engine: Engine, dead: DeadWorker) -> list[str]:
+    if Capability.WORKERS in engine.capabilities:
+        held = engine.worker_jobs(dead.worker)
+        jids = [*held.jobs, *held.stalled]
+    else:
+        jids = list(dead.reported)
+    given_back: list[str] = []
+    by_queue = sorted(engine.multiget(jids), key=lambda job: job.queue)
+    for queue, jobs in itertools.groupby(by_queue, key=lambda job: job.queue):
+        given_back += engine.release([job.jid for job in jobs], dead.worker, queue)
+    return given_back
