@@ -428,13 +428,13 @@ def test_drain_rejects_bad_arguments(app: App, options: dict[str, Any], message:
     assert app.engine.queue_counts("emails").waiting == 1
 
 
-def test_drain_leaves_no_heartbeat_thread_behind(app: App) -> None:
+def test_drain_leaves_no_keeper_thread_behind(app: App) -> None:
     @app.task(queue="emails")
     def quick() -> None:
         pass
 
     def heartbeats() -> int:
-        return sum(1 for thread in threading.enumerate() if thread.name == "lanner-heartbeat")
+        return sum(1 for thread in threading.enumerate() if thread.name == "lanner-keeper")
 
     before = heartbeats()
     for _ in range(3):

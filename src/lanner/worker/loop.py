@@ -24,7 +24,7 @@ reason to exit.
 
 from __future__ import annotations
 
-import inspect
+import contextlib
 import logging
 import os
 import socket
@@ -35,10 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lanner.codec import JobIdentity, Payload, decode
 from lanner.engine import Engine
 from lanner.errors import (
-    DecodeError,
     JobNotFound,
     LannerError,
     LockLost,
@@ -47,7 +45,8 @@ from lanner.errors import (
 from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
-from lanner.task import Task, find_task
+from lanner.task import Task
+from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
 from lanner.worker.keeper import Keeper
 from lanner.worker.logs import current_jid
@@ -273,9 +272,15 @@ class WorkerLoop:
                 self._learn(queue.name, time.monotonic() - started)
                 if batch.done_for() >= COMPLETE_WITHIN_SEC:
                     self._complete(batch)
-        finally:
+        except BaseException:
+            # Even when cut short (by the store, or a task's SystemExit): what ran must not
+            # run again. A failure to complete it now is not the error to report.
             self._keeper.keep(None)
-            self._complete(batch)  # even when cut short: what ran must not run again
+            with contextlib.suppress(LannerError):
+                self._complete(batch)
+            raise
+        self._keeper.keep(None)
+        self._complete(batch)
         # Only a batch that ended normally is settled; otherwise the supervisor still
         # knows its unstarted jobs and gives them back when this process dies.
         self.reporter.flushed()
@@ -311,8 +316,12 @@ class WorkerLoop:
             raise
         self.reporter.completed(jids)
         if len(done) < len(jids):
-            lost = sorted(set(jids) - set(done))
-            logger.warning("lock lost before completion, job(s) run elsewhere: %s", lost)
+            moved_on = sorted(set(jids) - set(done))
+            logger.warning(
+                "job(s) not completed by this process, their locks had moved on "
+                "(run elsewhere, or completed by the supervisor): %s",
+                moved_on,
+            )
 
     def complete_done(self) -> None:
         """Complete the jobs that ran while the store was away."""
@@ -332,8 +341,8 @@ class WorkerLoop:
         token = current_jid.set(job.jid)
         try:
             try:
-                task_class, payload, args, kwargs = self._prepare(job)
-            except _Rejected as rejected:
+                task_class, payload, args, kwargs = admit(job, self.engine.max_data_bytes, self.app)
+            except Rejected as rejected:
                 logger.error("job %s (%s) cannot run: %s", job.jid, job.klass, rejected.message)
                 self._fail(job, rejected.group, rejected.message)
                 return False
@@ -357,7 +366,7 @@ class WorkerLoop:
     def _extend(self, job: Job) -> bool:
         """Extend the lock of a job whose time limit would outlast it; False if it is lost.
 
-        The heartbeat thread keeps extending it while the task runs, so a time limit longer
+        The keeper thread keeps extending it while the task runs, so a time limit longer
         than the queue's lock is run, not given back and popped again forever.
         """
         try:
@@ -367,28 +376,6 @@ class WorkerLoop:
                            job.jid, lost)  # fmt: skip
             return False
         return True
-
-    def _prepare(self, job: Job) -> tuple[type[Task], Payload, tuple[Any, ...], dict[str, Any]]:
-        """Find, decode and check the job's task, or raise _Rejected saying why it can't run."""
-        size = len(job.data.encode("utf-8", "surrogatepass"))
-        limit = self.engine.max_data_bytes
-        if size > limit:
-            raise _Rejected("lanner-oversized", f"data is {size} bytes; the limit is {limit}")
-        task_class = find_task(job.klass)
-        if task_class is None:
-            raise _Rejected("lanner-unknown-task", f"no task is named {job.klass!r}")
-        identity = JobIdentity(job.jid, job.klass, job.queue)
-        try:
-            payload = decode(job.data, identity, self.app.pickle_codec)
-        except DecodeError as error:
-            raise _Rejected(error.group, str(error)) from None
-        args, kwargs = payload.args, dict(payload.kwargs)
-        try:
-            _signature(task_class).bind(None, *args, **kwargs)
-        except TypeError as error:
-            call = f"{job.klass}{_call(args, kwargs)}"
-            raise _Rejected("lanner-bad-arguments", f"{call}: {error}") from None
-        return task_class, payload, args, kwargs
 
     def _execute(
         self,
@@ -466,26 +453,6 @@ class WorkerLoop:
             logger.warning("could not fail %s into %s: %s", job.jid, group, lost)
 
 
-_signatures: dict[str, inspect.Signature] = {}
-
-
-def _signature(task_class: type[Task]) -> inspect.Signature:
-    """run_task's signature, computed once per task (it was 20% of a no-op job's cost)."""
-    signature = _signatures.get(task_class.name)
-    if signature is None:
-        signature = _signatures[task_class.name] = inspect.signature(task_class.run_task)
-    return signature
-
-
-class _Rejected(Exception):
-    """A job that can never run: it fails into `group` without reaching a task."""
-
-    def __init__(self, group: str, message: str) -> None:
-        super().__init__(message)
-        self.group = group
-        self.message = message
-
-
 def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
     """Store the queues' settings the engine applies: lock duration and concurrency cap."""
     for queue in queues:
@@ -514,9 +481,3 @@ def rss_mb() -> float:
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
-    text = ", ".join(shown)
-    return f"({text[:200]}{'...' if len(text) > 200 else ''})"
