@@ -111,6 +111,14 @@ class App:
                     self._engine = open_engine(self.settings.broker)
         return self._engine
 
+    def reopen_engine(self, *, max_wait: float) -> Engine:
+        """A new engine on the app's store whose opening and commands give up after about
+        `max_wait` seconds (`EngineUnavailable`): for code that must never block on the
+        store, such as a pool's supervisor. The app's own engine is not opened for it."""
+        if self._engine is not None:
+            return self._engine.reopen(max_wait=max_wait)
+        return open_engine(self.settings.broker, max_wait=max_wait)
+
     @property
     def queues(self) -> tuple[QueueConfig, ...]:
         if self._queues is None:

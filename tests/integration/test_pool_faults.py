@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from lanner import JobState, NewJob
+from lanner import App, JobState, NewJob, QueueConfig, Settings, Task, WorkerPool
 
 from .conftest import Workspace, wait_until
 from .pool_support import WORK, all_complete, done_count, running_pool, states, supervising
@@ -489,3 +489,40 @@ def test_slow_jobs_of_one_batch_run_on_idle_processes_at_once(workspace: Workspa
     ends = [ws.lines("end", jid)[0] for jid in jids]
     assert len({line.pid for line in starts}) >= 3
     assert max(e.when for e in ends) - min(s.when for s in starts) < 2.5  # not 4 s
+
+
+def test_a_pool_started_while_its_store_is_away_waits_for_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 10, fault 3: neither the supervisor nor a worker exits for want of the store."""
+    folder = tmp_path / "not-yet"
+    url = "sqlite:///" + str(folder / "jobs.db")
+    app = App(url, settings=Settings(broker=url), queues=[QueueConfig("work")])
+    pool = WorkerPool(app, concurrency=2)
+    pool.start()
+    try:
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            pool.supervise(0.05)
+        assert len(pool.children) == 2  # alive, waiting
+        assert "waiting for sqlite:///" in caplog.text
+        folder.mkdir()
+        publisher = App(url, settings=Settings(broker=url))
+        jid = publisher.publish(PoolAwayEcho)
+        wait_until(
+            lambda: publisher.engine.get(jid).state == JobState.COMPLETE,  # type: ignore[union-attr]
+            30,  # the workers' backoff has grown meanwhile
+            "the job published once the store exists to complete",
+            step=lambda: pool.supervise(0.05),
+        )
+        publisher.close()
+    finally:
+        pool.terminate(timeout=5)
+        app.close()
+
+
+class PoolAwayEcho(Task):
+    queue = "work"
+
+    def run_task(self) -> None:
+        pass

@@ -8,14 +8,19 @@ rediss://user:password@host:6380/0                           (TLS, certificates 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from urllib.parse import parse_qsl, urlsplit
 
 from lanner.engine import Engine
 from lanner.errors import MalformedArgument
 
 
-def open_engine(url: str) -> Engine:
-    """Open the engine a broker URL names. Nothing is opened at import time."""
+def open_engine(url: str, *, max_wait: float | None = None) -> Engine:
+    """Open the engine a broker URL names. Nothing is opened at import time.
+
+    With `max_wait`, neither opening it nor its commands wait for the store longer than
+    about that many seconds (`EngineUnavailable`), as with `Engine.reopen(max_wait=...)`.
+    """
     if not isinstance(url, str):
         raise MalformedArgument(f"broker URL must be a str, not {type(url).__name__}")
     scheme, _, rest = url.partition("://")
@@ -29,12 +34,17 @@ def open_engine(url: str) -> Engine:
                 f"bad SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute.db"
             )
         options = SQLiteOptions.from_query(dict(parse_qsl(parts.query, strict_parsing=False)))
+        if max_wait is not None:
+            options = replace(options, busy_timeout=min(options.busy_timeout, max_wait))
         return SQLiteEngine(path[1:], options)
     if scheme in ("redis", "rediss"):
         # Imported only here: redis-py is an optional dependency (lanner[redis]).
+        from lanner.engines.redis.connection import impatient, parse_url
         from lanner.engines.redis.engine import RedisEngine
 
-        return RedisEngine(url)
+        if max_wait is None:
+            return RedisEngine(url)
+        return RedisEngine(url, options=impatient(parse_url(url)[1], max_wait))
     raise MalformedArgument(
         f"unknown broker URL scheme {scheme!r} in {url!r}; known: sqlite, redis, rediss"
     )

@@ -14,11 +14,14 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from lanner.engine import Engine
 from lanner.errors import EngineUnavailable, LannerError
 from lanner.worker.outage import Outage
+
+if TYPE_CHECKING:
+    from lanner.app import App
 
 logger = logging.getLogger("lanner.pool")
 
@@ -34,11 +37,11 @@ Chore = Callable[[Engine], None]
 class Chores:
     """A queue of engine work, done a step at a time through an impatient engine."""
 
-    def __init__(self, engine: Engine, store: str) -> None:
-        self._engine = engine  # the app's: only to open the impatient one from
+    def __init__(self, app: App) -> None:
+        self._app = app
         self._impatient: Engine | None = None
         self._pending: deque[tuple[str, Chore]] = deque()
-        self._outage = Outage(store)
+        self._outage = Outage(app.settings.broker)
         self._next_try = 0.0
 
     def __len__(self) -> int:
@@ -56,7 +59,7 @@ class Chores:
             what, chore = self._pending[0]
             try:
                 if self._impatient is None:
-                    self._impatient = self._engine.reopen(max_wait=CHORE_MAX_WAIT)
+                    self._impatient = self._app.reopen_engine(max_wait=CHORE_MAX_WAIT)
                 chore(self._impatient)
             except EngineUnavailable as error:
                 self._outage.failed(error)

@@ -30,8 +30,8 @@ BATCH_TICK_SEC: Final = 0.05
 class Keeper:
     """One per worker process (and one thread, started at the first job)."""
 
-    def __init__(self, engine: Engine, worker: str) -> None:
-        self._engine = engine
+    def __init__(self, engine: Callable[[], Engine], worker: str) -> None:
+        self._engine = engine  # the worker's, opened by the time a job runs
         self._worker = worker
         self._watched: tuple[str, float, float] | None = None  # jid, interval, last beat
         self._period = 1.0
@@ -86,7 +86,7 @@ class Keeper:
         if watched is None or time.monotonic() - watched[2] < watched[1]:
             return
         jid = watched[0]
-        self._attempt(f"heartbeat of {jid}", lambda: self._engine.heartbeat(jid, self._worker))
+        self._attempt(f"heartbeat of {jid}", lambda: self._engine().heartbeat(jid, self._worker))
         if self._watched is watched:
             self._watched = (jid, watched[1], time.monotonic())
 

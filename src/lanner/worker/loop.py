@@ -141,7 +141,6 @@ class WorkerLoop:
         if not queues:
             raise ValueError("a worker needs at least one queue")
         self.app = app
-        self.engine: Engine = app.engine
         self.queues = list(queues)
         self.selector = selector
         self.worker = worker or worker_name()
@@ -152,12 +151,18 @@ class WorkerLoop:
         self._parent = os.getppid() if reporter is not None else None
         self._stopping = False
         self._ready: tuple[float, frozenset[str]] = (0.0, frozenset())
-        self._keeper = Keeper(self.engine, self.worker)
+        self._keeper = Keeper(lambda: self.engine, self.worker)
         self._configured = not configure
         self._runtime: dict[str, float] = {}  # queue -> running mean of its jobs' run time
         # Jobs that ran but could not be completed (the store was away), by queue.
         self._undone: dict[str, list[str]] = {}
         self._undone_lock = threading.Lock()
+
+    @property
+    def engine(self) -> Engine:
+        """The app's engine, opened at first use: inside `run`, so that a store away at
+        start is waited out like any other outage."""
+        return self.app.engine
 
     def stop(self) -> None:
         """Finish the running task, give back the rest of the batch, then return from run()."""

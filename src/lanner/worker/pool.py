@@ -127,7 +127,7 @@ class WorkerPool:
         self.processed = 0
         self._children: dict[int, _Child] = {}
         self._context = multiprocessing.get_context("fork")
-        self._chores = Chores(app.engine, settings.broker)
+        self._chores = Chores(app)
         self._stopping_since: float | None = None
         self._cold = False
         self._spawns_due: list[float] = []  # when children are to be started (monotonic)
