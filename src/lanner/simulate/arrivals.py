@@ -5,6 +5,7 @@ An `ArrivalSpec` is the description (from a scenario); an `ArrivalStream` draws 
 times, a window at a time, so that a simulated day of millions of tasks never has to sit in
 memory at once. Rates change at given moments and stay constant in between; since the
 Poisson process is memoryless, drawing restarts at each change and at each window's end.
+Windows end on a fixed grid, so what is drawn never depends on how the simulation asks.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ import bisect
 import math
 import random
 from dataclasses import dataclass, field, replace
+from typing import Final
 
-__all__ = ["ArrivalSpec", "ArrivalStream", "Burst"]
+__all__ = ["GRID_SEC", "ArrivalSpec", "ArrivalStream", "Burst"]
+
+GRID_SEC: Final = 60.0
+"""Arrivals are drawn a whole number of these seconds at a time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +95,17 @@ class ArrivalStream:
     def done(self) -> bool:
         return self._at >= self._end
 
+    @property
+    def reached(self) -> float:
+        """Every arrival before this time has been drawn."""
+        return self._at
+
     def window(self, until: float) -> list[float]:
-        """The sorted arrival times from the end of the previous window up to `until`."""
-        start, stop = self._at, min(until, self._end)
+        """The sorted arrival times from the end of the previous window to `until` or a little
+        past it: windows end on a fixed grid, so the times drawn do not depend on how the
+        caller slices them (two policies simulated with one seed see the same arrivals)."""
+        start = self._at
+        stop = min(math.ceil(until / GRID_SEC) * GRID_SEC, self._end)
         if stop <= start:
             return []
         drawn = self._poisson(stop)
@@ -109,7 +122,8 @@ class ArrivalStream:
         at, segment = self._at, self._segment
         while at < stop:
             segment_end = changes[segment + 1] if segment + 1 < len(changes) else math.inf
-            limit = min(segment_end, stop)
+            # Draws restart on every grid line, however many lines a window spans.
+            limit = min(segment_end, stop, (math.floor(at / GRID_SEC) + 1) * GRID_SEC)
             rate = rates[segment]
             if rate > 0:
                 scale = 1.0 / rate

@@ -29,7 +29,7 @@ from typing import Final
 
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector, resolve_selector
-from lanner.simulate.arrivals import ArrivalStream
+from lanner.simulate.arrivals import GRID_SEC, ArrivalStream
 from lanner.simulate.distributions import RunTime
 from lanner.simulate.results import DepthSeries, QueueResult, RunResult, WaitSummary
 from lanner.simulate.scenario import STATIC, Scenario, SimQueue
@@ -42,7 +42,7 @@ Progress = Callable[[int, int], None]
 # Who an event is for: a worker's index, or one of these. Queue i's events have ids
 # -2 - 2i (tasks arrived while workers wait on it) and -3 - 2i (a wait runs out).
 _SAMPLER: Final = -1
-_CHUNK_SEC: Final = 60.0  # arrivals are drawn this far ahead of the clock
+_CHUNK_SEC: Final = GRID_SEC  # arrivals are drawn this far ahead of the clock
 _DEPTH_SAMPLES: Final = 720
 _PROGRESS_EVERY: Final = 1 << 14
 _COMPACT_AT: Final = 1 << 16
@@ -260,7 +260,7 @@ class _Simulation:
             queue.arrivals.extend(drawn)
             self.pending += len(drawn)
             self.generated += len(drawn)
-        queue.generated_until = math.inf if queue.stream.done else until
+        queue.generated_until = math.inf if queue.stream.done else queue.stream.reached
 
     # -- one worker -------------------------------------------------------------------------
     def _advance(self, worker: _Worker, now: float) -> None:
