@@ -204,7 +204,9 @@ def test_depth_is_sampled_over_the_run() -> None:
 
 def test_progress_is_reported_up_to_every_task() -> None:
     calls: list[tuple[int, int]] = []
-    result = simulate(poisson_mix(), "reduced-lottery", lambda done, total: calls.append((done, total)))
+    result = simulate(
+        poisson_mix(), "reduced-lottery", lambda done, total: calls.append((done, total))
+    )
     assert calls[-1] == (result.tasks, result.tasks)
     assert all(done <= result.tasks for done, _ in calls)
 

@@ -81,7 +81,8 @@ def test_poisson_arrivals_come_at_the_rate_and_in_order() -> None:
     drawn = everything(stream(spec), 3600)
     assert len(drawn) == pytest.approx(18_000, abs=5 * math.sqrt(18_000))
     assert drawn == sorted(drawn)
-    assert 0 <= drawn[0] and drawn[-1] < 3600
+    assert drawn[0] >= 0
+    assert drawn[-1] < 3600
 
 
 def test_rates_change_at_the_given_times() -> None:
@@ -92,7 +93,8 @@ def test_rates_change_at_the_given_times() -> None:
     assert len(drawn) - early == pytest.approx(18_000, abs=5 * math.sqrt(18_000))
     assert spec.expected(0, 3600) == pytest.approx(19_800)
     assert spec.expected(1000, 2000) == pytest.approx(800 + 2000)
-    assert spec.rate_at(1799) == 1.0 and spec.rate_at(1800) == 10.0
+    assert spec.rate_at(1799) == 1.0
+    assert spec.rate_at(1800) == 10.0
 
 
 def test_what_is_drawn_does_not_depend_on_how_it_is_asked_for() -> None:
@@ -103,7 +105,8 @@ def test_what_is_drawn_does_not_depend_on_how_it_is_asked_for() -> None:
     for until in (0.5, 59.9, 60.0, 61.0, 250.0, 1234.5, 3600.0):
         pieces += sliced.window(until)
     assert pieces == in_one
-    assert sliced.done and sliced.reached == 3600.0
+    assert sliced.done
+    assert sliced.reached == 3600.0
     assert GRID_SEC == 60.0
 
 

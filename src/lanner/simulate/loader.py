@@ -374,5 +374,13 @@ def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ConfigError(f"not valid YAML: {error}", source=source) from None
+        raise ConfigError(f"not valid YAML: {_yaml_problem(error)}", source=source) from None
     return parse_scenario(document, source, Path(source).parent)
+
+
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """The parser's complaint on one line, with where it is."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        return f"line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    return " ".join(str(error).split())
