@@ -237,6 +237,8 @@ def _run(
     jobs = sweep_jobs(scenario, policies, scales)
     results = _with_progress(jobs, processes, len(scales) > 1)
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 120))  # a file or pipe: no wrapped tables
     if len(scales) == 1:
         scaled = jobs[0].scenario
         if as_json:
