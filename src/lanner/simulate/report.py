@@ -39,7 +39,9 @@ def clock(value: float) -> str:
 def times(value: float | None) -> str:
     if value is None:
         return ""
-    return "∞" if math.isinf(value) else f"{value:,.3g}×"
+    if math.isinf(value):
+        return "∞"
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
 
 
 def _table(title: str, caption: str | None = None) -> Table:
