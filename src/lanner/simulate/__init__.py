@@ -11,10 +11,16 @@ runs on several cores), `sweep` (policies against static, over loads), `fromengi
 (a scenario from an engine's statistics), `report` and `plot` (tables and figures), `cli`.
 """
 
-from lanner.simulate.core import simulate
-from lanner.simulate.loader import load_scenario, parse_scenario
-from lanner.simulate.results import QueueResult, RunResult, WaitSummary
-from lanner.simulate.scenario import STATIC, Costs, Scenario, SimQueue, Window
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lanner.simulate.core import simulate
+    from lanner.simulate.loader import load_scenario, parse_scenario
+    from lanner.simulate.results import QueueResult, RunResult, WaitSummary
+    from lanner.simulate.scenario import STATIC, Costs, Scenario, SimQueue, Window
 
 __all__ = [
     "STATIC",
@@ -29,3 +35,25 @@ __all__ = [
     "parse_scenario",
     "simulate",
 ]
+
+# Imported on first use, so that `lanner --help` does not load the simulator.
+_HOMES = {
+    "simulate": "core",
+    "load_scenario": "loader",
+    "parse_scenario": "loader",
+    "QueueResult": "results",
+    "RunResult": "results",
+    "WaitSummary": "results",
+    "STATIC": "scenario",
+    "Costs": "scenario",
+    "Scenario": "scenario",
+    "SimQueue": "scenario",
+    "Window": "scenario",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'lanner.simulate' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"lanner.simulate.{home}"), name)

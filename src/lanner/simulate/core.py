@@ -174,6 +174,7 @@ class _Simulation:
         self.all_generated = False
         self.stopped = False
         self.last_pop = 0.0
+        self.cut_at: float | None = None  # when the drain limit stopped the run
         self.expected = round(
             sum(q.arrivals.expected(0, scenario.duration) for q in scenario.queues)
         )
@@ -213,6 +214,7 @@ class _Simulation:
         while heap and not self.stopped:
             now, who = pop(heap)
             if now > limit:
+                self.cut_at = limit
                 break
             if now >= self.horizon:
                 self._generate(now)
@@ -395,11 +397,13 @@ class _Simulation:
 
     # -- results ----------------------------------------------------------------------------
     def _result(self, elapsed: float) -> RunResult:
-        scenario, end = self.scenario, self.last_pop
+        scenario = self.scenario
+        end = self.last_pop if self.cut_at is None else self.cut_at
         span = scenario.measured
         results = []
         for queue in self.queues:
-            waiting = queue.arrivals[queue.head :]
+            arrivals, head = queue.arrivals, queue.head
+            waiting = arrivals[head : bisect.bisect_right(arrivals, end, head)]
             censored = [end - a for a in waiting if span.start <= a < min(span.end, end)]
             if waiting:
                 unserved_since = max(queue.last_pop, waiting[0])
