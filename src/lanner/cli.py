@@ -34,12 +34,14 @@ def _register_subcommands() -> None:
     from lanner.commands import register_admin
     from lanner.commands.demo import demo
     from lanner.commands.worker import worker
+    from lanner.simulate.cli import simulate
 
     main.add_command(demo)
     main.add_command(worker)
     register_admin(main)
     main.add_command(bench)
     main.add_command(redis_script)
+    main.add_command(simulate)
 
 
 _register_subcommands()

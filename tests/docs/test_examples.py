@@ -4,7 +4,8 @@ The blocks of one page run in order in one namespace (a page's examples build on
 other), in a fresh folder, so relative `sqlite:///jobs.db` URLs make a temporary database.
 A page that names a Redis URL on the default port runs against the test session's
 redis-server instead (its database emptied first). Examples use only the public API:
-`import lanner` / `from lanner import ...` (and Kale's `lanner.task`, `lanner.exceptions`).
+`import lanner` / `from lanner import ...` (and Kale's `lanner.task`, `lanner.exceptions`,
+and the simulator's `lanner.simulate`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
-_PRIVATE_IMPORT = re.compile(r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b)[\w.]+", re.M)
+# Public modules besides `lanner` itself: Kale's paths, and the simulator's own API.
+_PRIVATE_IMPORT = re.compile(
+    r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b|simulate\b)[\w.]+", re.M
+)
 _ENVIRONMENT = ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG")
 
 
@@ -99,3 +103,9 @@ def _close(namespace: dict[str, Any]) -> None:
     for value in namespace.values():
         if isinstance(value, lanner.App) or hasattr(value, "capabilities"):
             value.close()
+
+
+def test_a_private_import_is_noticed() -> None:
+    assert _PRIVATE_IMPORT.search("from lanner.worker.pool import WorkerPool")
+    assert _PRIVATE_IMPORT.search("import lanner.engines.sqlite")
+    assert not _PRIVATE_IMPORT.search("from lanner import task\nfrom lanner.simulate import x")

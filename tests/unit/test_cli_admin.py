@@ -491,5 +491,5 @@ def test_lanner_has_every_command() -> None:
 
     assert sorted(main.commands) == [
         "bench", "demo", "failed", "job", "jobs", "pause", "publish", "redis-script", "retry",
-        "status", "unpause", "worker",
+        "simulate", "status", "unpause", "worker",
     ]  # fmt: skip

@@ -22,6 +22,7 @@ from lanner.selectors import (
     DEFAULT_SELECTOR,
     LOTTERY_LOTTERY_TRIES,
     SELECTORS,
+    DeficitPriority,
     HighestPriorityFirst,
     HighestPriorityLottery,
     Lottery,
@@ -319,6 +320,7 @@ EXPECTED_CLASSES = {
     "random": UniformRandom,
     "ordered": Ordered,
     "round-robin": RoundRobin,
+    "deficit-priority": DeficitPriority,
 }
 
 
@@ -398,3 +400,67 @@ def test_bad_spec_is_also_a_value_error() -> None:
 def test_a_non_str_spec_is_rejected() -> None:
     with pytest.raises(MalformedArgument, match="must be a str"):
         resolve_selector(42)  # type: ignore[arg-type]
+
+
+# -- deficit-priority ---------------------------------------------------------------------
+
+
+def picks(selector: QueueSelector, ready: Ready, n: int) -> str:
+    """The first letters of `n` successive choices: 'hhhd...'."""
+    return "".join(selector.select(QUEUES, ready).name[0] for _ in range(n))
+
+
+def test_deficit_priority_is_registered_and_resolves_with_its_rng() -> None:
+    assert SELECTORS["deficit-priority"] is DeficitPriority
+    rng = random.Random(3)
+    selector = resolve_selector("deficit-priority", rng=rng)
+    assert type(selector) is DeficitPriority
+    assert selector._rng is rng
+
+
+def test_deficit_priority_takes_the_highest_queue_that_just_got_work() -> None:
+    selector = DeficitPriority(random.Random(1))
+    assert picks(selector, always({"low", "default"}), 1) == "d"
+    assert picks(DeficitPriority(random.Random(1)), always(NAMES), 1) == "h"
+
+
+def test_deficit_priority_gives_a_busy_queue_its_turns_in_a_fixed_order() -> None:
+    # 100 and 40 always busy: 40 earns 0.4 of a turn per pass, so 2 turns in every 7.
+    pattern = picks(DeficitPriority(random.Random(1)), always({"high", "default"}), 700)
+    assert pattern[:14] == "hhhdhhdhhhdhhd"
+    assert pattern.count("d") == 200
+    assert "hhhh" not in pattern
+
+
+def test_deficit_priority_shares_match_reduced_lottery_when_every_queue_is_busy() -> None:
+    counts = Counter(picks(DeficitPriority(random.Random(1)), always(NAMES), 21_000))
+    # Each lower queue's share while busy: its priority against the top's, as for a lottery
+    # between the two (40:100 gives 2/7 of the turns; 5:100 gives 1/21).
+    assert counts["d"] == pytest.approx(21_000 * 2 / 7, rel=0.02)
+    assert counts["l"] == pytest.approx(21_000 / 21, rel=0.05)
+    assert counts["h"] == 21_000 - counts["d"] - counts["l"]
+
+
+def test_deficit_priority_forgets_the_credit_of_a_queue_that_ran_dry() -> None:
+    selector = DeficitPriority(random.Random(1))
+    both, high_only = always({"high", "default"}), always({"high"})
+    assert picks(selector, both, 2) == "hh"  # default holds 0.8 of a turn
+    assert picks(selector, high_only, 1) == "h"  # default had no work: its credit is gone
+    assert picks(selector, both, 4) == "hhhd"  # so it waits three passes again
+
+
+def test_deficit_priority_with_no_work_anywhere_draws_like_reduced_lottery() -> None:
+    assert_shares(tally(DeficitPriority(random.Random(5)), always(NOTHING)), by_tickets(*QUEUES))
+
+
+def test_deficit_priority_rejects_priorities_below_one() -> None:
+    with pytest.raises(MalformedArgument, match=r"'zero' has priority 0"):
+        DeficitPriority().select([HIGH, Queue("zero", 0)], always({"high", "zero"}))
+
+
+def test_deficit_priority_keeps_credit_per_instance() -> None:
+    first, second = DeficitPriority(random.Random(1)), DeficitPriority(random.Random(1))
+    both = always({"high", "default"})
+    assert picks(first, both, 3) == "hhh"
+    assert picks(second, both, 1) == "h"
+    assert picks(first, both, 1) == "d"
