@@ -21,7 +21,7 @@ from typing import Final, NamedTuple
 
 from lanner.errors import MalformedArgument
 from lanner.names import label, labels, queue_name, queue_names, sequence, unique_labels
-from lanner.records import ConfigValue, NewJob
+from lanner.records import IF_EXISTS, ConfigValue, NewJob
 from lanner.values import (
     integer,
     interval,
@@ -60,9 +60,14 @@ def new_job(
     tags: object,
     retries: object,
     depends: object,
+    if_exists: object,
     limit: int,
 ) -> NewJob:
     """One job's put arguments, checked (None: keep the job's value on a move)."""
+    if if_exists not in IF_EXISTS:
+        raise MalformedArgument(
+            f"if_exists must be one of {', '.join(IF_EXISTS)}, not {if_exists!r}"
+        )
     return NewJob(
         queue_name(queue),
         label(jid, "jid"),
@@ -73,6 +78,7 @@ def new_job(
         None if tags is None else unique_labels(tags, "tags"),  # type: ignore[arg-type]
         None if retries is None else integer(retries, "retries", 0),
         None if depends is None else unique_labels(depends, "depends"),  # type: ignore[arg-type]
+        str(if_exists),
     )
 
 
@@ -145,6 +151,7 @@ class Complete(NamedTuple):
     next: str | None
     delay: float
     depends: list[str] | None
+    result: str | None  # JSON text to keep with a completed job
     now: float
 
 
@@ -156,6 +163,7 @@ def complete(
     next_queue: object,
     delay: object,
     depends: object,
+    result: object,
     when: float | None,
     limit: int,
 ) -> Complete:
@@ -163,12 +171,16 @@ def complete(
     checked_queue = queue_name(queue)
     checked_data = optional_data(data, limit)
     checked_delay = seconds(delay, "delay")
+    checked_result = None if result is None else json_text(result, "result", limit)
     if next_queue is None:
         if checked_delay or depends:
             raise MalformedArgument("complete(): delay and depends need a next queue")
         return Complete(
-            checked_jid, checked_worker, checked_queue, checked_data, None, 0.0, None, now(when)
-        )
+            checked_jid, checked_worker, checked_queue, checked_data, None, 0.0, None,
+            checked_result, now(when),
+        )  # fmt: skip
+    if checked_result is not None:
+        raise MalformedArgument("complete(): a result is kept only by a job that completes")
     return Complete(
         checked_jid,
         checked_worker,
@@ -177,6 +189,7 @@ def complete(
         queue_name(next_queue, "next queue"),
         checked_delay,
         None if depends is None else unique_labels(depends, "depends"),  # type: ignore[arg-type]
+        None,
         now(when),
     )
 
@@ -188,18 +201,43 @@ class Settle(NamedTuple):
     worker: str
     queue: str
     delay: float
+    results: dict[str, str]  # complete_many: jid -> JSON text to keep with the job
     now: float
 
 
 def settle(
-    jids: object, worker: object, queue: object, delay: object, when: float | None
+    jids: object,
+    worker: object,
+    queue: object,
+    delay: object,
+    when: float | None,
+    results: object = None,
+    limit: int = 0,
 ) -> Settle:
+    checked = unique_labels(jids, "jids")  # type: ignore[arg-type]
+    kept: dict[str, str] = {}
+    if results is not None:
+        if not isinstance(results, Mapping):
+            raise MalformedArgument(f"results must be a mapping, not {type(results).__name__}")
+        for jid, result in results.items():
+            if jid not in checked:
+                raise MalformedArgument(f"results: {jid!r} is not among the jids completed")
+            kept[jid] = json_text(result, "result", limit)
     return Settle(
-        unique_labels(jids, "jids"),  # type: ignore[arg-type]
-        label(worker, "worker"),
-        queue_name(queue),
-        seconds(delay, "delay"),
+        checked, label(worker, "worker"), queue_name(queue), seconds(delay, "delay"), kept,
         now(when),
+    )  # fmt: skip
+
+
+class Wait(NamedTuple):
+    jid: str
+    timeout: float
+    now: float | None  # None: the clock, read again as the wait goes on
+
+
+def wait(jid: object, timeout: object, when: float | None) -> Wait:
+    return Wait(
+        label(jid, "jid"), seconds(timeout, "timeout"), None if when is None else timestamp(when)
     )
 
 

@@ -66,6 +66,9 @@ class Capability(StrEnum):
     WORKERS = "workers"  # worker registry: workers, worker_jobs, worker_deregister
     RECURRING = "recurring"  # recur, unrecur, recur_get, recur_update, recur_tag, recur_untag
     QUEUE_FORGET = "queue-forget"
+    RESULTS = "results"  # complete(result=...), complete_many(results=...), Job.result
+    WAIT = "wait"  # wait(jid): block until a job finishes, without polling the store
+    UNIQUE = "unique"  # put(if_exists="keep" | "move-unless-running"), atomically
 
 
 class Engine(EngineHooks):
@@ -96,6 +99,7 @@ class Engine(EngineHooks):
         retries: int | None = None,
         depends: Sequence[str] | None = None,
         worker: str = "",
+        if_exists: str = "move",
         now: float | None = None,
     ) -> str:
         """Create the job, or move it if `jid` exists (its lock, failure and queue are dropped).
@@ -103,9 +107,11 @@ class Engine(EngineHooks):
         On a move, `priority`, `tags`, `retries` and `depends` left as None keep their old
         values; a new job gets 0, no tags, `DEFAULT_RETRIES` and no dependencies. State
         afterwards: `depends` if some dependency is not complete, else `scheduled` if
-        `delay > 0`, else `waiting`. `worker` names who is putting. Returns the jid.
+        `delay > 0`, else `waiting`. `worker` names who is putting. `if_exists` (UNIQUE):
+        `keep` leaves a live job of that jid as it is (nothing stored); `move-unless-running`
+        refuses (`InvalidState`) to move a running one. Returns the jid.
         """
-        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends)
+        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists)
         return self._put_checked("put", checks.put(given, worker, now, self.max_data_bytes))[0]
 
     def put_many(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[str]:
@@ -125,10 +131,11 @@ class Engine(EngineHooks):
         retries: int | None = None,
         depends: Sequence[str] | None = None,
         worker: str = "",
+        if_exists: str = "move",
         now: float | None = None,
     ) -> str:
         """Like `put`, but the job must exist (else `JobNotFound`)."""
-        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends)
+        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists)
         checked = checks.put(given, worker, now, self.max_data_bytes)
         return self._put_checked("requeue", checked)[0]
 
@@ -147,6 +154,8 @@ class Engine(EngineHooks):
             self._require(Capability.TAGS, "put(tags=...)")
         if job.depends:
             self._require(Capability.DEPENDENCIES, "put(depends=...)")
+        if job.if_exists != "move":
+            self._require(Capability.UNIQUE, f"put(if_exists={job.if_exists!r})")
 
     # -- taking work ----------------------------------------------------------------------
     def pop(
@@ -191,12 +200,19 @@ class Engine(EngineHooks):
         next: str | None = None,
         delay: float = 0.0,
         depends: Sequence[str] | None = None,
+        result: str | None = None,
         now: float | None = None,
     ) -> str:
-        """Complete a job `worker` holds in `queue`, or advance it to `next`; return its state."""
+        """Complete a job `worker` holds in `queue`, or advance it to `next`; return its state.
+
+        `result` (RESULTS): JSON text kept with the completed job (`Job.result`) until
+        retention removes it.
+        """
         command = checks.complete(
-            jid, worker, queue, data, next, delay, depends, now, self.max_data_bytes
+            jid, worker, queue, data, next, delay, depends, result, now, self.max_data_bytes
         )
+        if command.result is not None:
+            self._require(Capability.RESULTS, "complete(result=...)")
         if command.delay:
             self._require(Capability.DELAY, "complete(delay=...)")
         if command.depends:
@@ -204,13 +220,22 @@ class Engine(EngineHooks):
         return self._complete(command)
 
     def complete_many(
-        self, jids: Sequence[str], worker: str, queue: str, *, now: float | None = None
+        self,
+        jids: Sequence[str],
+        worker: str,
+        queue: str,
+        *,
+        results: Mapping[str, str] | None = None,
+        now: float | None = None,
     ) -> list[str]:
         """Complete many jobs in one round trip; return the jids completed.
 
         A jid whose lock `worker` no longer holds is skipped (its job goes on elsewhere).
+        `results` (RESULTS) maps jids to the JSON text each keeps.
         """
-        command = checks.settle(jids, worker, queue, 0.0, now)
+        command = checks.settle(jids, worker, queue, 0.0, now, results, self.max_data_bytes)
+        if command.results:
+            self._require(Capability.RESULTS, "complete_many(results=...)")
         return self._complete_many(command) if command.jids else []
 
     def release(
@@ -288,6 +313,16 @@ class Engine(EngineHooks):
     def get(self, jid: str, *, now: float | None = None) -> Job | None:
         found = self._multiget(checks.Jids([names.label(jid, "jid")], values.now(now)))
         return found[0] if found else None
+
+    def wait(self, jid: str, *, timeout: float, now: float | None = None) -> Job | None:
+        """WAIT: block until the job is complete or failed, at most `timeout` seconds.
+
+        Returns the job (finished, or as it is when the wait ends), or None if there is no
+        such job (never was, or cancelled, or removed by retention). Waits on the store's
+        own signal (commits, or a list the finishing command pushes to), not by polling.
+        """
+        self._require(Capability.WAIT, "wait")
+        return self._wait(checks.wait(jid, timeout, now))
 
     def multiget(self, jids: Sequence[str], *, now: float | None = None) -> list[Job]:
         """The jobs that exist among `jids`, in the order asked."""

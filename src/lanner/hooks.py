@@ -180,3 +180,6 @@ class EngineHooks(abc.ABC):
 
     def _queue_forget(self, command: checks.Queues) -> None:
         raise self._missing("_queue_forget")
+
+    def _wait(self, command: checks.Wait) -> Job | None:
+        raise self._missing("_wait")

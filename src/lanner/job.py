@@ -65,6 +65,8 @@ class Job:
     spawned_from_jid: str | None
     tracked: bool
     history_json: str = field(repr=False)
+    result: str | None = None  # JSON text of what its task returned, if it was stored
+    due: float | None = None  # waiting or scheduled: when it became, or becomes, ready
 
     @property
     def history(self) -> tuple[HistoryEvent, ...]:
@@ -78,3 +80,8 @@ class Job:
 
     def decoded_data(self) -> Any:
         return json.loads(self.data)
+
+    @property
+    def finished(self) -> bool:
+        """Complete or failed: nothing more will happen to it unless someone acts."""
+        return self.state in (JobState.COMPLETE, JobState.FAILED)

@@ -13,6 +13,12 @@ ConfigValue: TypeAlias = str | int | float
 DEFAULT_RETRIES: Final = 5
 
 
+IF_EXISTS: Final = ("move", "keep", "move-unless-running")
+"""What a put does to a job of the same jid that is live (waiting, scheduled, depends,
+running or stalled): `move` it (qless's put: its lock is dropped), `keep` it as it is and
+store nothing (a unique job), or move it unless it is running (`InvalidState` then)."""
+
+
 class NewJob(NamedTuple):
     """The arguments of one `put`, for `put_many` (and how engines carry a checked put)."""
 
@@ -25,6 +31,7 @@ class NewJob(NamedTuple):
     tags: Sequence[str] | None = None
     retries: int | None = None
     depends: Sequence[str] | None = None
+    if_exists: str = "move"  # one of IF_EXISTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,9 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.QUEUE_FORGET,
             Capability.STATS,
             Capability.RECURRING,
+            Capability.RESULTS,
+            Capability.WAIT,
+            Capability.UNIQUE,
         }
     ),
     "redis": frozenset(Capability),
@@ -95,6 +98,19 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
         "recur_untag": lambda e: e.recur_untag("rec", ["t"], now=NOW),
     },
     Capability.QUEUE_FORGET: {"queue_forget": lambda e: e.queue_forget(["q"], now=NOW)},
+    Capability.RESULTS: {
+        "complete(result=)": lambda e: e.complete("run1", "w1", "q", result="1", now=NOW),
+        "complete_many(results=)": lambda e: e.complete_many(
+            ["run1"], "w1", "q", results={"run1": "1"}, now=NOW
+        ),
+    },
+    Capability.WAIT: {"wait": lambda e: e.wait("wait1", timeout=0, now=NOW)},
+    Capability.UNIQUE: {
+        "put(if_exists=keep)": lambda e: e.put("q", "new", "Task", if_exists="keep", now=NOW),
+        "put(if_exists=move-unless-running)": lambda e: e.put(
+            "q", "new", "Task", if_exists="move-unless-running", now=NOW
+        ),
+    },
 }
 
 

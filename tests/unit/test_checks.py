@@ -60,8 +60,8 @@ def test_a_pop_keeps_the_clock_when_no_now_is_given() -> None:
 
 def test_complete_refuses_a_delay_or_dependencies_without_a_next_queue() -> None:
     with pytest.raises(MalformedArgument, match="need a next queue"):
-        checks.complete("j", "w", "q", None, None, 5, None, None, 100)
-    advanced = checks.complete("j", "w", "q", None, "q2", 5, ["a", "a"], 1.0, 100)
+        checks.complete("j", "w", "q", None, None, 5, None, None, None, 100)
+    advanced = checks.complete("j", "w", "q", None, "q2", 5, ["a", "a"], None, 1.0, 100)
     assert (advanced.next, advanced.delay, advanced.depends) == ("q2", 5.0, ["a"])
 
 

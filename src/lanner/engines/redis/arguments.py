@@ -38,12 +38,16 @@ def put(job: NewJob, worker: str) -> list[Arg]:
         args += ["tags", json_list(job.tags)]
     if job.depends is not None:
         args += ["depends", json_list(job.depends)]
+    if job.if_exists != "move":
+        args += ["if_exists", job.if_exists]
     return args
 
 
 def put_many(jobs: Sequence[NewJob]) -> str:
-    """`lanner.put_many`'s one argument: the jobs as JSON objects, None options left out."""
-    objects = [{k: v for k, v in job._asdict().items() if v is not None} for job in jobs]
+    """`lanner.put_many`'s one argument: the jobs as JSON objects, defaults left out."""
+    objects = [
+        {k: v for k, v in job._asdict().items() if v is not None and v != "move"} for job in jobs
+    ]
     return json.dumps(objects, separators=(",", ":"))
 
 
@@ -53,6 +57,8 @@ def complete(command: checks.Complete) -> list[Arg]:
         args += ["next", command.next, "delay", command.delay]
         if command.depends is not None:
             args += ["depends", json_list(command.depends)]
+    if command.result is not None:
+        args += ["result", command.result]
     return args
 
 

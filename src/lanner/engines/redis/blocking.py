@@ -1,4 +1,9 @@
-"""How a pop waits on Redis: register as waiting, then BLPOP for hand-offs and wake-ups.
+"""How the Redis engine waits: a pop for jobs, a client for a job to finish.
+
+Both register in Redis, then BLPOP a list the command that makes the awaited thing happen
+pushes to; neither polls.
+
+A pop: register as waiting, then BLPOP for hand-offs and wake-ups.
 
 `lanner.pop_wait` pops, and when it finds nothing registers the worker as waiting: a
 command that makes jobs ready then pops them for the worker and pushes them to
@@ -12,6 +17,7 @@ left behind.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -69,3 +75,22 @@ def pop(call: Call, client: redis.Redis, command: checks.Pop) -> list[Job]:
 def blpop_timeout(seconds: float) -> float:
     """BLPOP's timeout: whole milliseconds, rounded up, never 0 (which blocks forever)."""
     return max(0.001, math.ceil(min(seconds, BLOCK_CHUNK) * 1000) / 1000)
+
+
+def wait(call: Call, client: redis.Redis, command: checks.Wait) -> Job | None:
+    """Wait for a job to finish: `lanner.await` registers the caller (until the wait's end)
+    unless the job is finished or gone, then BLPOP its ql:lanner:finished:<jid> list."""
+    deadline = time.monotonic() + command.timeout
+    key = f"ql:lanner:finished:{command.jid}"
+    while True:
+        at = time.time() if command.now is None else command.now
+        remaining = deadline - time.monotonic()
+        reply = call("lanner.await", at, command.jid, at + max(remaining, 0.0), name="wait")
+        if reply[0] == "gone":
+            return None
+        if reply[0] == "finished":
+            return replies.job(json.loads(reply[1]))
+        if remaining <= 0:  # the job as it is
+            found = replies.jobs(call("lanner.multiget", at, command.jid, name="wait"))
+            return found[0] if found else None
+        client.blpop([key], timeout=blpop_timeout(remaining))

@@ -164,6 +164,13 @@ class RedisEngine(Engine):
         return str(self._call("complete", command.now, *arguments.complete(command)))
 
     def _complete_many(self, command: checks.Settle) -> list[str]:
+        if command.results:
+            results = json.dumps(command.results, separators=(",", ":"))
+            reply = self._call(
+                "lanner.complete_results", command.now, command.worker, command.queue, results,
+                *command.jids, name="complete_many",
+            )  # fmt: skip
+            return [str(jid) for jid in replies.as_list(reply)]
         reply = self._call(
             "lanner.complete_many", command.now, command.worker, command.queue, *command.jids,
             name="complete_many",
@@ -198,7 +205,11 @@ class RedisEngine(Engine):
         self._call("priority", command.now, command.jid, command.priority)
 
     def _multiget(self, command: checks.Jids) -> list[Job]:
-        return replies.jobs(self._call("multiget", command.now, *command.jids))
+        return replies.jobs(self._call("lanner.multiget", command.now, *command.jids))
+
+    def _wait(self, command: checks.Wait) -> Job | None:
+        with unreachable(self.address):  # the BLPOP's connection too
+            return blocking.wait(self._call, self._blocking, command)
 
     # -- queues ---------------------------------------------------------------------------
     def _queues(self, now: float) -> list[QueueCounts]:

@@ -43,6 +43,7 @@ _LOCK_ELSEWHERE: Final = re.compile(
     r"Job (.+) (?:given out to another worker|running in another queue): .*"
 )
 _DEPENDED_ON: Final = re.compile(r"Job (.+) is a dependency of (.+), which is not being canceled")
+_RUNNING: Final = re.compile(r"Job (.+) is running: (.*)")
 
 
 _UNAVAILABLE: Final = ("READONLY", "OOM", "MISCONF", "LOADING", "BUSY", "MASTERDOWN")
@@ -68,7 +69,7 @@ def translate(command: str, message: str) -> LannerError:
         if found.group(2) == "missing":
             return JobNotFound(found.group(1), command)
         return InvalidState(f"{command}(): {message}")
-    if _DEPENDED_ON.fullmatch(message):
+    if _DEPENDED_ON.fullmatch(message) or _RUNNING.fullmatch(message):
         return InvalidState(f"{command}(): {message}")
     return LannerError(f"{command}(): the Redis engine's script failed: {message}")
 
@@ -120,6 +121,8 @@ def job(obj: Mapping[str, Any]) -> Job:
         spawned_from_jid=spawned if isinstance(spawned, str) and spawned else None,
         tracked=bool(obj.get("tracked")),
         history_json=json.dumps(history, separators=(",", ":")),
+        result=obj.get("result") or None,
+        due=float(obj["due"]) if obj.get("due") else None,
     )
 
 

@@ -176,12 +176,12 @@ class Database:
         with self._lock, _store_errors(self.path):
             yield self._connection()
 
-    def versions(self, conn: sqlite3.Connection) -> tuple[int, int]:
+    def versions(self, conn: sqlite3.Connection, *, committing: bool = False) -> tuple[int, int]:
         """What changes when anyone commits: the file's data_version (other processes'
-        commits) and this process's commit count. Read inside a write transaction, it
-        counts that transaction's commit as made."""
+        commits) and this process's commit count. Read inside a write transaction
+        (`committing`), it counts that transaction's commit as made."""
         (version,) = conn.execute("PRAGMA data_version").fetchone()
-        return int(version), self.commits + (1 if conn.in_transaction else 0)
+        return int(version), self.commits + (1 if committing else 0)
 
     def wait_for_commit(self, seen: tuple[int, int], timeout: float) -> tuple[int, int]:
         """Wait up to `timeout` for a commit of this process after `seen`; return the

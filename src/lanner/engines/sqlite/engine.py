@@ -110,7 +110,7 @@ class SQLiteEngine(Engine):
             at = time.time() if command.now is None else command.now
             taken = pop.take(conn, command.queue, command.worker, command.limit, at)
             # Read under the write lock, so no commit can slip in unseen.
-            versions = self.database.versions(conn)
+            versions = self.database.versions(conn, committing=True)
             due = float("inf") if taken else pop.next_due(conn, command.queue)
         return taken, versions, due
 
@@ -194,6 +194,23 @@ class SQLiteEngine(Engine):
     def _multiget(self, command: checks.Jids) -> list[Job]:
         with self.database.read() as conn:
             return rows.multiget(conn, command.jids)
+
+    def _wait(self, command: checks.Wait) -> Job | None:
+        """Read the job after each commit (of any process) until it is finished: a commit
+        shows in PRAGMA data_version, read from shared memory, as for the blocking pop."""
+        deadline = time.monotonic() + command.timeout
+        pause = 0.0001
+        while True:
+            with self.database.read() as conn:
+                found = rows.multiget(conn, [command.jid])
+                versions = self.database.versions(conn)
+            if not found or found[0].finished or time.monotonic() >= deadline:
+                return found[0] if found else None
+            while self.database.wait_for_commit(versions, pause) == versions:
+                if time.monotonic() >= deadline:
+                    break
+                pause = min(pause * 2, self.options.poll_interval)
+            pause = 0.0001
 
     # -- queues ---------------------------------------------------------------------------
     def _queues(self, now: float) -> list[QueueCounts]:

@@ -65,6 +65,8 @@ def complete(conn: sqlite3.Connection, command: checks.Complete) -> str:
     )
     if command.next is None:
         finish(conn, [jid], worker, queue, at, config)
+        if command.result is not None:
+            keep_results(conn, {jid: command.result})
         return JobState.COMPLETE.value
     klass, data, popped_at = conn.execute(
         "SELECT klass, data, popped_at FROM jobs WHERE jid = ?", (jid,)
@@ -90,7 +92,17 @@ def complete_many(conn: sqlite3.Connection, command: checks.Settle) -> list[str]
             "event": event("done", command.now),
         },
     )
-    return finish(conn, command.jids, command.worker, command.queue, command.now, config)
+    done = finish(conn, command.jids, command.worker, command.queue, command.now, config)
+    if command.results:
+        keep_results(conn, {jid: command.results[jid] for jid in done if jid in command.results})
+    return done
+
+
+def keep_results(conn: sqlite3.Connection, results: dict[str, str]) -> None:
+    """Keep what completed jobs' tasks returned (JSON text), as long as the jobs are kept."""
+    conn.executemany(
+        "UPDATE jobs SET result = ? WHERE jid = ?", [(r, j) for j, r in results.items()]
+    )
 
 
 def finish(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, json_list, put_event
+from lanner.errors import InvalidState
 from lanner.job import JobState
 from lanner.records import DEFAULT_RETRIES, NewJob
 
@@ -29,20 +30,33 @@ def store(
 ) -> None:
     """Insert or move checked `jobs`; `put_at[i]` is when job i counts as put (default: now).
 
-    On a move, a job's priority, tags, retries and dependencies given as None are kept.
+    On a move, a job's priority, tags, retries and dependencies given as None are kept. A
+    job's `if_exists` may keep a live job of its jid instead, or refuse to move a running
+    one (`InvalidState`, nothing stored).
     """
     jids = json_list([job.jid for job in jobs])
     existing = {}
-    failed = []
+    states = {}
     for jid, priority, tags, retries, state, queue, finished_at in conn.execute(
         "SELECT jid, priority, tags, retries, state, queue, finished_at FROM jobs "
         "WHERE jid IN (SELECT value FROM json_each(?))",
         (jids,),
     ):
         existing[jid] = (priority, tags, retries)
-        if state == JobState.FAILED:
-            failed.append((queue, finished_at))
-    stats.uncount_failed(conn, failed)
+        states[jid] = (state, queue, finished_at)
+    if any(job.if_exists != "move" for job in jobs):  # never so for recurring runs (put_at)
+        jobs = _not_kept(jobs, {jid: state for jid, (state, _, _) in states.items()})
+        if not jobs:
+            return
+    stored = {job.jid for job in jobs}
+    stats.uncount_failed(
+        conn,
+        [
+            (queue, finished_at)
+            for jid, (state, queue, finished_at) in states.items()
+            if state == JobState.FAILED and jid in stored
+        ],
+    )
     wanted = sorted({dep for job in jobs for dep in job.depends or ()})
     open_deps: set[str] = set()
     if wanted:
@@ -86,7 +100,7 @@ def store(
         "data = excluded.data, priority = excluded.priority, tags = excluded.tags, "
         "state = excluded.state, seq = excluded.seq, ready_at = excluded.ready_at, "
         "retries = excluded.retries, remaining = excluded.retries, worker = '', "
-        "expires = 0, grace = 0, failure = NULL, failure_group = NULL, "
+        "expires = 0, grace = 0, failure = NULL, failure_group = NULL, result = NULL, "
         f"finished_at = NULL, history = {APPEND_HISTORY}",
         rows,
     )
@@ -148,6 +162,24 @@ def _job_row(
         "new_dependencies": new_dependencies,
         "new_tags": tags if job.tags is not None or old is None else [],
     }
+
+
+_LIVE: Final = frozenset({"waiting", "scheduled", "depends", "running", "stalled"})
+
+
+def _not_kept(jobs: Sequence[NewJob], states: Mapping[str, str]) -> list[NewJob]:
+    """The jobs to store, their `if_exists` applied to the jobs of the same jid."""
+    stored = []
+    for job in jobs:
+        state = states.get(job.jid)
+        if job.if_exists == "keep" and state in _LIVE:
+            continue
+        if job.if_exists == "move-unless-running" and state in ("running", "stalled"):
+            raise InvalidState(
+                f"put(): job {job.jid} is running; it is not moved (if_exists={job.if_exists})"
+            )
+        stored.append(job)
+    return stored
 
 
 def take_seq(conn: sqlite3.Connection, count: int) -> int:

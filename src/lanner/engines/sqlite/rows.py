@@ -15,7 +15,7 @@ from lanner.job import Failure, Job, JobState
 
 JOB_COLUMNS: Final = (
     "jid, klass, queue, data, priority, tags, state, retries, remaining, worker, expires, "
-    "failure, spawned_from_jid, tracked, history"
+    "failure, spawned_from_jid, tracked, history, result, ready_at"
 )
 """What `jobs()` builds a Job from, in order."""
 
@@ -28,6 +28,7 @@ APPEND_HISTORY: Final = (
 reached so that the first (the original put) is always kept."""
 
 _STATES: Final = {state.value: state for state in JobState}
+_READY_STATES: Final = ("waiting", "scheduled")
 
 
 def event(what: str, when: float, **details: object) -> str:
@@ -64,7 +65,7 @@ def jobs(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[Job]:
     built = []
     for row in rows:
         (jid, klass, queue, data, priority, tags, state, retries, remaining, worker,
-         expires, failure, spawned_from, tracked, history) = row  # fmt: skip
+         expires, failure, spawned_from, tracked, history, result, ready_at) = row  # fmt: skip
         built.append(
             Job(
                 jid=jid,
@@ -84,6 +85,8 @@ def jobs(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[Job]:
                 spawned_from_jid=spawned_from,
                 tracked=bool(tracked),
                 history_json=history,
+                result=result,
+                due=ready_at if state in _READY_STATES else None,
             )
         )
     return built

@@ -26,7 +26,8 @@ listings reads only the jobs in that state:
     jobs_complete   complete jobs: (finished_at) for retention
     jobs_worker     running jobs by worker, for the worker registry
 
-The schema version is PRAGMA user_version; a newer one is refused, never downgraded.
+The schema version is PRAGMA user_version; a newer one is refused, never downgraded; an
+older one is migrated on opening (`MIGRATIONS`: version 2 added `jobs.result`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Final
 
 from lanner.errors import SchemaError
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 MIN_SQLITE: Final = (3, 35, 0)  # RETURNING, and json_insert's '$[#]'
 
 SCHEMA: Final = """
@@ -64,7 +65,8 @@ CREATE TABLE jobs (
     finished_at      REAL,                      -- when it failed or completed
     tracked          INTEGER NOT NULL,
     spawned_from_jid TEXT,
-    history          TEXT NOT NULL              -- JSON array of {what, when, ...}
+    history          TEXT NOT NULL,             -- JSON array of {what, when, ...}
+    result           TEXT                       -- JSON text its task returned (version 2)
 );
 CREATE INDEX jobs_work ON jobs(queue, priority DESC, ready_at, seq) WHERE state = 'waiting';
 CREATE INDEX jobs_scheduled ON jobs(queue, ready_at) WHERE state = 'scheduled';
@@ -168,6 +170,9 @@ WHEN old.state = 'complete'
 BEGIN UPDATE counters SET value = value - 1 WHERE name = 'complete'; END;
 """
 
+MIGRATIONS: Final = ("ALTER TABLE jobs ADD COLUMN result TEXT",)
+"""MIGRATIONS[n] takes a file of schema version n + 1 to n + 2 (version 1 to 2 first)."""
+
 SYNCHRONOUS_MODES: Final = ("off", "normal", "full", "extra")
 
 
@@ -217,6 +222,10 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
                 raise SchemaError(f"{path} is an SQLite database that lanner did not create")
             for statement in _statements(SCHEMA):
                 conn.execute(statement)
+        elif version < SCHEMA_VERSION:
+            for statement in MIGRATIONS[version - 1 :]:
+                conn.execute(statement)
+        if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:

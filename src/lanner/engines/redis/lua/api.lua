@@ -28,11 +28,21 @@ local function optional_job_data(value, name)
   return job_data(value, name)
 end
 
+-- lanner's if_exists option: what to do with a live job of the same jid.
+local function if_exists(value, name)
+  value = Args.string(value, name)
+  if value ~= 'move' and value ~= 'keep' and value ~= 'move-unless-running' then
+    raise('Malformed %s: move, keep or move-unless-running is required, not %s', name, value)
+  end
+  return value
+end
+
 local PUT_OPTIONS = {
   priority = Args.number,
   tags = Args.string_list,
   retries = Args.count,
   depends = Args.string_list,
+  if_exists = if_exists,
 }
 
 -------------------------------------------------------------------------------
@@ -126,6 +136,7 @@ Api.complete = function(now, args)
     ['next'] = Args.string,
     delay = Args.number,
     depends = Args.string_list,
+    result = job_data,
   })
   if options.next == nil and (options.delay ~= nil or options.depends ~= nil) then
     raise('Malformed next: delay and depends need a next queue')
@@ -415,6 +426,9 @@ local function parse_spec(worker, spec)
   if spec.depends ~= nil then
     options.depends = Args.strings(spec.depends, 'depends')
   end
+  if spec.if_exists ~= nil then
+    options.if_exists = if_exists(spec.if_exists, 'if_exists')
+  end
   return {
     worker = worker,
     queue = spec_string(spec.queue, 'queue'),
@@ -436,6 +450,12 @@ Api['lanner.put_many'] = function(now, args)
   for index, spec in ipairs(specs) do
     parsed[index] = parse_spec(worker, spec)
   end
+  -- All or none: a job that may not be moved stops the batch before any write.
+  for _, p in ipairs(parsed) do
+    if p.options.if_exists == 'move-unless-running' then
+      Queue.kept_or_refused(p.jid, p.options.if_exists)
+    end
+  end
   return Queue.put_many(now, parsed, put)
 end
 
@@ -444,6 +464,45 @@ Api['lanner.complete_many'] = function(now, args)
   local worker = Args.string(args[1], 'worker')
   local queue = Args.string(args[2], 'queue')
   return Lanner.complete_many(now, worker, queue, Args.rest(args, 3, 'jid'))
+end
+
+-- lanner.complete_results worker queue RESULTS jid...: lanner.complete_many,
+-- each completed job keeping its result from RESULTS, a JSON object jid ->
+-- JSON text.
+Api['lanner.complete_results'] = function(now, args)
+  local worker = Args.string(args[1], 'worker')
+  local queue = Args.string(args[2], 'queue')
+  local results = Args.json(args[3], 'results')
+  if type(results) ~= 'table' then
+    raise('Malformed results: a JSON object is required')
+  end
+  for jid, result in pairs(results) do
+    if type(result) ~= 'string' then
+      raise('Malformed results: the result of %s must be JSON text (a string)', jid)
+    end
+    job_data(result, 'result')
+  end
+  return Lanner.complete_many(now, worker, queue, Args.rest(args, 4, 'jid'), results)
+end
+
+-- lanner.multiget jid...: multiget, each job with lanner's fields (result, due)
+Api['lanner.multiget'] = function(_, args)
+  local result = {}
+  for _, jid in ipairs(Args.rest(args, 1, 'jid')) do
+    result[#result + 1] = Lanner.object(jid)
+  end
+  return cjson.encode(result)
+end
+
+-- lanner.await jid till: {'finished', JSON job} | {'gone'} | {'pending'}
+Api['lanner.await'] = function(_, args)
+  local jid = Args.string(args[1], 'jid')
+  local till = Args.number(args[2], 'till')
+  local state, object = Lanner.await(jid, till)
+  if object ~= nil then
+    return { state, cjson.encode(object) }
+  end
+  return { state }
 end
 
 -- lanner.release worker queue jid...: lanner.release_in without a delay

@@ -247,6 +247,8 @@ function Keys.notify(queue) return 'ql:lanner:notify:' .. queue end
 function Keys.waiting(queue) return 'ql:lanner:waiting:' .. queue end
 function Keys.waiting_counts(queue) return 'ql:lanner:waiting-count:' .. queue end
 function Keys.handoff(queue, worker) return 'ql:lanner:handoff:' .. queue .. ':' .. worker end
+function Keys.finished(jid) return 'ql:lanner:finished:' .. jid end
+Keys.awaited = 'ql:lanner:awaited'
 Keys.seq = 'ql:lanner:seq'
 
 Keys.queues = 'ql:queues'

@@ -219,6 +219,7 @@ function Job.delete(jid)
   Job.unindex_tags(jid, tags)
   redis.call('del', Keys.job(jid), Keys.history(jid),
     Keys.dependencies(jid), Keys.dependents(jid))
+  Lanner.finished(jid)
 end
 
 -- Move a running job into state failed. `failure_worker` is what the failure
@@ -239,6 +240,7 @@ function Job.mark_failed(now, job, group, message, failure_worker, history_worke
   redis.call('sadd', Keys.failures, group)
   Stats.count(job.queue, now, 'failures', 1, now)
   Stats.count(job.queue, now, 'failed', 1, now)
+  Lanner.finished(jid)
 end
 
 -------------------------------------------------------------------------------
@@ -360,7 +362,8 @@ function Job.heartbeat(now, jid, worker, data)
   return expires
 end
 
--- options: next (queue), delay, depends (list). Returns the new state.
+-- options: next (queue), delay, depends (list), and lanner's result (JSON
+-- text the completed job keeps). Returns the new state.
 -- `loaded` is the job as just loaded, when the caller has it. `released`
 -- (lanner.complete_many) collects the jid instead of taking it out of the
 -- queue's -locks and the worker's jobs; the caller does that for all at once.
@@ -398,6 +401,9 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
   else
     fields[#fields + 1], fields[#fields + 2] = 'state', 'complete'
     fields[#fields + 1], fields[#fields + 2] = 'queue', ''
+    if options.result ~= nil then
+      fields[#fields + 1], fields[#fields + 2] = 'result', options.result
+    end
   end
   redis.call('hmset', key, unpack(fields))
   Events.tracked(jid, 'completed')
@@ -417,6 +423,7 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
   end
   Job.release_dependents(now, jid)
   prune_completed(now)
+  Lanner.finished(jid)
   return 'complete'
 end
 

@@ -195,6 +195,60 @@ function Lanner.after_pop(queue, full, left_over)
 end
 
 -------------------------------------------------------------------------------
+-- Results, and waiting for a job to finish
+-------------------------------------------------------------------------------
+-- A completed job may keep what its task returned in its hash's `result`
+-- field (qless clients never see it); it goes with the hash, at retention,
+-- and a put of the job drops it. A client waiting for a job to finish
+-- (lanner.await) registers in ql:lanner:awaited (jid -> until when); the
+-- command that finishes the job (complete, fail, retries run out, cancel, or
+-- retention deleting it) then pushes a token to ql:lanner:finished:<jid>,
+-- which the client BLPOPs. Tokens nobody collects expire.
+local FINISHED_TTL = 60
+
+function Lanner.finished(jid)
+  if redis.call('hdel', Keys.awaited, jid) == 1 then
+    local key = Keys.finished(jid)
+    redis.call('rpush', key, '1')
+    redis.call('expire', key, FINISHED_TTL)
+  end
+end
+
+-- The job object with lanner's fields: `result` (or false), and `due` (or
+-- false): when a waiting job became ready, or a scheduled one falls due.
+function Lanner.object(jid)
+  local job = Job.load(jid)
+  if job == nil then
+    return nil
+  end
+  local object = Job.object(job)
+  object.result = present(redis.call('hget', Keys.job(jid), 'result')) or false
+  object.due = false
+  if job.state == 'waiting' then
+    object.due = job.time or false
+  elseif job.state == 'scheduled' then
+    object.due = tonumber(redis.call('zscore', Keys.queue(job.queue, 'scheduled'), jid)) or false
+  end
+  return object
+end
+
+-- lanner.await: 'finished' and the job if it is complete or failed; 'gone'
+-- if there is no such job; else 'pending', the waiter registered until `till`.
+function Lanner.await(jid, till)
+  local state = present(redis.call('hget', Keys.job(jid), 'state'))
+  if state == nil then
+    return 'gone'
+  elseif state == 'complete' or state == 'failed' then
+    return 'finished', Lanner.object(jid)
+  end
+  local registered = tonumber(redis.call('hget', Keys.awaited, jid))
+  if registered == nil or registered < till then
+    redis.call('hset', Keys.awaited, jid, Num.str(till))
+  end
+  return 'pending'
+end
+
+-------------------------------------------------------------------------------
 -- Commands
 -------------------------------------------------------------------------------
 -- Where qless's reply or behaviour differs from lanner's contract
@@ -213,12 +267,14 @@ end
 -- What holds and Job.complete look at (state first, as Job.load wants).
 local COMPLETE_FIELDS = { 'state', 'queue', 'worker', 'retries', 'failure', 'time', 'grace' }
 
-function Lanner.complete_many(now, worker, queue, jids)
+function Lanner.complete_many(now, worker, queue, jids, results)
   local done, released = {}, {}
+  local options = {}
   for _, jid in ipairs(jids) do
     local job = Job.load(jid, COMPLETE_FIELDS)
     if holds(job, worker, queue) then
-      Job.complete(now, jid, worker, queue, nil, {}, job, released)
+      options.result = results and results[jid]
+      Job.complete(now, jid, worker, queue, nil, options, job, released)
       done[#done + 1] = jid
     end
   end

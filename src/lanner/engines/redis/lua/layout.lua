@@ -102,6 +102,8 @@
 --                                 from -work (where lanner.release puts it back)
 --       scheduled                 for a job in depends put with a delay: when the
 --                                 delay ends
+--       result                    lanner: JSON text its task returned, kept by a
+--                                 completed job (complete's `result` option)
 --   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
 --                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at
@@ -173,6 +175,10 @@
 --                                 LIST   lanner only: jobs popped for a blocked
 --                                 worker, each entry pop's JSON reply; expires
 --                                 an hour after the last push
+--   ql:lanner:awaited             HASH   lanner only: jids a client waits to
+--                                 finish (lanner.await) -> until when
+--   ql:lanner:finished:<jid>      LIST   lanner only: a token pushed when an
+--                                 awaited job finishes; expires after 60 s
 --
 -- PUB/SUB CHANNELS
 --   ql:log            JSON {jid, event, ...}: put, completed, advanced, failed,
@@ -186,10 +192,26 @@
 -- can clash with them). Arguments after <now>, as for the commands above.
 --   lanner.put_many worker JSON              array of the jids put. JSON is an
 --       array of {queue, jid, klass, data (JSON text), delay, priority, tags,
---       retries, depends}, each checked like put's arguments before any is
---       put (all or nothing)
+--       retries, depends, if_exists}, each checked like put's arguments before
+--       any is put (all or nothing)
+--   put's and put_many's option if_exists: move (qless's put, the default),
+--       keep (a waiting, scheduled, depends, running or stalled job of the
+--       jid is kept as it is, nothing stored) or move-unless-running (error
+--       `Job <jid> is running: ...` instead of moving a running job)
+--   complete's option `result r`: JSON text the completed job keeps
 --   lanner.complete_many worker queue jid... array of the jids completed; jids
 --       whose lock the worker no longer holds in the queue are skipped
+--   lanner.complete_results worker queue RESULTS jid...
+--                                            lanner.complete_many; each job
+--       completed keeps its result from RESULTS (JSON object jid -> JSON text)
+--   lanner.multiget jid...                   multiget, each job object with
+--       `result` and `due` (a waiting job's ready time, a scheduled one's due
+--       time; else false)
+--   lanner.await jid till                    {'finished', JSON job} for a complete
+--       or failed job, {'gone'} when there is none, else {'pending'}: the
+--       caller is registered in ql:lanner:awaited (jid -> till) and BLPOPs
+--       ql:lanner:finished:<jid>, which the command that finishes the job (or
+--       cancels it, or retention removing it) pushes a token to
 --   lanner.release_in worker queue delay jid...
 --                                            array of the jids given back, no
 --       retry spent, history `released` {worker}: with delay <= 0 each is

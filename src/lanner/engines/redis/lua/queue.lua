@@ -341,7 +341,29 @@ end
 -- the recurring template of a spawned job. Returns the jid.
 local PUT_PROBE = { 'state', 'grace', 'scheduled' }
 
+-- What lanner's `if_exists` put option finds live: `keep` keeps such a job
+-- as it is (put stores nothing), `move-unless-running` refuses to move a
+-- running one. Without the option (or with `move`), put moves, as qless does.
+local LIVE = { waiting = true, scheduled = true, depends = true, running = true, stalled = true }
+
+function Queue.kept_or_refused(jid, if_exists)
+  if if_exists == nil or if_exists == 'move' or (fresh_jids and fresh_jids[jid]) then
+    return false
+  end
+  local state = present(redis.call('hget', Keys.job(jid), 'state'))
+  if if_exists == 'keep' then
+    return LIVE[state] == true
+  end
+  if state == 'running' or state == 'stalled' then
+    raise('Job %s is running: it is not moved (if_exists %s)', jid, if_exists)
+  end
+  return false
+end
+
 function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned_from)
+  if Queue.kept_or_refused(jid, options.if_exists) then
+    return jid
+  end
   -- Mostly the job is new: a look at three fields tells, before loading all.
   -- Only fields the hash has need deleting (grace and scheduled).
   local old, grace, scheduled
@@ -362,6 +384,7 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   end
 
   if old ~= nil then
+    redis.call('hdel', Keys.job(jid), 'result')
     Job.unplace(now, old)
     if old.state == 'running' then
       Lanner.lock_released(old.queue)
