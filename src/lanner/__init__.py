@@ -26,13 +26,16 @@ from lanner.errors import (
     InvalidState,
     InvalidTaskDelayException,
     InvalidTimeLimitTaskException,
+    JobCancelled,
     JobNotFound,
     LannerError,
     LockLost,
     MalformedArgument,
     PayloadTooLarge,
+    ResultError,
     SchemaError,
     TaskException,
+    TaskFailed,
     TimeLimitExceeded,
     TimeoutException,
     Unsupported,
@@ -41,8 +44,10 @@ from lanner.errors import (
 if TYPE_CHECKING:
     from lanner.app import App, set_default_app
     from lanner.codec import JSONCodec, SignedPickleCodec
+    from lanner.context import current_job
     from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
     from lanner.engines import open_engine
+    from lanner.handle import JobHandle
     from lanner.job import Failure, HistoryEvent, Job, JobState
     from lanner.operations import drain, list_jobs, retry_failed
     from lanner.queues import QueueConfig, load_queue_config
@@ -66,6 +71,8 @@ _LAZY: dict[str, str] = {
     "App": "lanner.app",
     "set_default_app": "lanner.app",
     "Task": "lanner.task",
+    "JobHandle": "lanner.handle",
+    "current_job": "lanner.context",
     "WorkerPool": "lanner.worker.pool",
     "PoolCounts": "lanner.worker.pool",
     "Settings": "lanner.settings",
@@ -121,6 +128,8 @@ __all__ = [
     "InvalidTimeLimitTaskException",
     "JSONCodec",
     "Job",
+    "JobCancelled",
+    "JobHandle",
     "JobNotFound",
     "JobPage",
     "JobState",
@@ -134,11 +143,13 @@ __all__ = [
     "QueueCounts",
     "QueueStats",
     "RecurringJob",
+    "ResultError",
     "SchemaError",
     "Settings",
     "SignedPickleCodec",
     "Task",
     "TaskException",
+    "TaskFailed",
     "TimeLimitExceeded",
     "TimeoutException",
     "TimingStats",
@@ -147,6 +158,7 @@ __all__ = [
     "WorkerJobs",
     "WorkerPool",
     "__version__",
+    "current_job",
     "drain",
     "list_jobs",
     "load_queue_config",

@@ -9,35 +9,40 @@
     send_email.options(delay=60, priority=10, tags=["welcome"]).delay("b@example.com", "hi")
     app.publish_many([send_email.message("c@example.com", "x"), ...])   # one round trip
 
-Nothing connects at import time: the engine is opened on first use. Kale-style task
-classes without an `app` publish through `default_app()`, which is built once per
-process from the configuration (LANNER_SETTINGS_MODULE, LANNER_BROKER, or the default
-`sqlite:///lanner.db`), and logs where it publishes.
+Nothing connects at import time: the engine is opened on first use. A Kale-style task
+class without an `app` publishes through the App its module defines as `app`, if any, else
+through `default_app()`: the one set with `set_default_app`, or one built once per process
+from the configuration (LANNER_SETTINGS_MODULE, LANNER_BROKER, or the default
+`sqlite:///lanner.db`), which logs where it publishes.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from dataclasses import replace
+from typing import Any, ParamSpec, TypeVar, overload
 
+from lanner import names
 from lanner.codec import Codec, JobIdentity, JSONCodec, Payload, SignedPickleCodec
-from lanner.engine import Engine
-from lanner.engines import open_engine
+from lanner.engine import Capability, Engine
+from lanner.engines import open_engine, shown_url
 from lanner.errors import (
     ChubbyTaskException,
     InvalidTimeLimitTaskException,
     MalformedArgument,
     PayloadTooLarge,
 )
+from lanner.handle import JobHandle
+from lanner.messages import Message, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.records import NewJob
 from lanner.settings import Settings, load_settings
-from lanner.task import Task, find_task
+from lanner.task import Task, find_task, registered_tasks
+from lanner.taskfunction import TaskFunction, TaskOptions, task_class_for
 
 logger = logging.getLogger("lanner.app")
 
@@ -45,30 +50,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_QUEUE = "default"
+EAGER_MAX_DATA_BYTES = 10 * 1024 * 1024  # the engines' default
 
-
-@dataclass(frozen=True, slots=True)
-class PublishOptions:
-    """Per-publish choices; None means the task's default."""
-
-    queue: str | None = None
-    delay: float = 0.0
-    priority: int | None = None
-    tags: Sequence[str] | None = None
-    depends: Sequence[str] | None = None
-    jid: str | None = None
-    retries: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One publish, prepared: for `App.publish_many`."""
-
-    task: type[Task]
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    app_data: Any = None
-    options: PublishOptions = PublishOptions()
+_random_id = Task._get_task_id.__func__  # type: ignore[attr-defined]
 
 
 class App:
@@ -81,8 +65,15 @@ class App:
         settings: Settings | None = None,
         queues: Sequence[QueueConfig] | None = None,
         codec: Codec | None = None,
+        results: bool = False,
+        eager: bool = False,
     ) -> None:
+        """`results`: whether tasks keep what they return, unless a task says otherwise
+        (`@app.task(result=...)`, `keep_result` of a Task class). `eager`: publishing runs
+        the task at once, in the publisher, through the same codec and checks (tests)."""
         self.settings = settings or load_settings()
+        self.results = results
+        self.eager = eager
         if isinstance(broker, str):
             self.settings = replace(self.settings, broker=broker)
         self._engine: Engine | None = None if isinstance(broker, str) or broker is None else broker
@@ -100,7 +91,7 @@ class App:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"App(broker={self.settings.broker!r})"
+        return f"App(broker={shown_url(self.settings.broker)!r})"
 
     @property
     def engine(self) -> Engine:
@@ -110,6 +101,13 @@ class App:
                 if self._engine is None:
                     self._engine = open_engine(self.settings.broker)
         return self._engine
+
+    @property
+    def max_data_bytes(self) -> int:
+        """The largest job data the engine accepts (eager mode opens none: 10 MiB)."""
+        if self.eager and self._engine is None:
+            return EAGER_MAX_DATA_BYTES
+        return self.engine.max_data_bytes
 
     def reopen_engine(self, *, max_wait: float) -> Engine:
         """A new engine on the app's store whose opening and commands give up after about
@@ -124,6 +122,19 @@ class App:
         if self._queues is None:
             self._queues = self.settings.queues()
         return self._queues
+
+    def served_queues(self) -> tuple[QueueConfig, ...]:
+        """What a worker of this app serves unless told: the configured queues, then the
+        queues of the tasks defined so far that publish through this app (with defaults)."""
+        configured = self.queues
+        names = {queue.name for queue in configured}
+        extra = []
+        for task in registered_tasks().values():
+            name = task.queue or DEFAULT_QUEUE
+            if name not in names and app_of(task) is self:
+                names.add(name)
+                extra.append(QueueConfig(name))
+        return (*configured, *extra)
 
     def queue_config(self, name: str) -> QueueConfig | None:
         if self._queues_by_name is None:
@@ -150,6 +161,7 @@ class App:
         target_runtime: float | None = None,
         priority: int = 0,
         name: str | None = None,
+        result: bool | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(
@@ -163,29 +175,16 @@ class App:
         target_runtime: float | None = None,
         priority: int = 0,
         name: str | None = None,
+        result: bool | None = None,
     ) -> Any:
-        """Decorate a function as a task (with or without arguments)."""
+        """Decorate a function (or an `async def` one) as a task, with or without arguments.
+        `result`: whether its jobs keep what it returns (None: the app's `results`)."""
+        options = TaskOptions(
+            queue, max_retries, time_limit, target_runtime, priority, name, result
+        )
 
         def decorate(function: Callable[P, R]) -> TaskFunction[P, R]:
-            task_name = name or f"{function.__module__}.{function.__qualname__}"
-
-            def run_task(self: Task, *args: Any, **kwargs: Any) -> Any:
-                return function(*args, **kwargs)
-
-            attributes = {
-                "queue": queue,
-                "max_retries": max_retries,
-                "time_limit": time_limit,
-                "target_runtime": target_runtime if target_runtime is not None else time_limit,
-                "priority": priority,
-                "app": self,
-                "run_task": run_task,
-                "__module__": function.__module__,
-                "__qualname__": function.__qualname__,
-                "__doc__": function.__doc__,
-            }
-            task_class = type(function.__name__, (Task,), attributes, name=task_name)
-            return TaskFunction(self, function, task_class)
+            return TaskFunction(self, function, task_class_for(self, function, options))
 
         return decorate(fn) if fn is not None else decorate
 
@@ -204,31 +203,48 @@ class App:
         depends: Sequence[str] | None = None,
         jid: str | None = None,
         retries: int | None = None,
-    ) -> str:
-        """Publish one run of `task`; return its jid."""
-        options = PublishOptions(queue, delay, priority, tags, depends, jid, retries)
+        unique: bool = False,
+    ) -> JobHandle:
+        """Publish one run of `task`; return its handle (the jid, a str).
+
+        With a `jid` of your own, publishing it again moves that job (new arguments, new
+        place) while it waits, but never starts a second run of it while it runs
+        (`InvalidState`); with `unique=True` a live job of that jid is left as it is, and
+        its handle returned.
+        """
+        options = PublishOptions(queue, delay, priority, tags, depends, jid, retries, unique)
         message = Message(_task_class(task), tuple(args), kwargs or {}, app_data, options)
         return self.publish_many([message])[0]
 
-    def publish_many(self, messages: Iterable[Message]) -> list[str]:
-        """Publish many runs in one engine round trip (all or none); return their jids."""
-        jobs = [self._new_job(message) for message in messages]
+    def publish_many(self, messages: Iterable[Message]) -> list[JobHandle]:
+        """Publish many runs in one engine round trip (all or none); return their handles."""
+        prepared = [(message, self._new_job(message)) for message in messages]
+        if self.eager:
+            from lanner.eager import run_eagerly
+
+            return [run_eagerly(self, job) for _, job in prepared]
         try:
-            return self.engine.put_many(jobs)
+            jids = self.engine.put_many([job for _, job in prepared])
         except PayloadTooLarge as error:
             raise ChubbyTaskException(str(error)) from None
+        return [JobHandle(jid, self) for jid in jids]
+
+    def handle(self, jid: str) -> JobHandle:
+        """The handle of a job published earlier (by this process or another)."""
+        return JobHandle(names.label(jid, "jid"), self)
 
     def _new_job(self, message: Message) -> NewJob:
         task, options = message.task, message.options
         queue = options.queue or task.queue or DEFAULT_QUEUE
         self._check_time_limit(task, queue)
+        chosen = options.jid is not None or task._get_task_id.__func__ is not _random_id  # type: ignore[attr-defined]
         jid = options.jid or task._get_task_id(*message.args, **message.kwargs)
         payload = Payload(message.args, message.kwargs, message.app_data)
         data = self.codec.encode(payload, JobIdentity(jid, task.name, queue))
-        if len(data) > self.engine.max_data_bytes:
+        if len(data) > self.max_data_bytes:
             raise ChubbyTaskException(
                 f"{task.name} {jid}: payload is {len(data)} bytes; the engine accepts at most "
-                f"{self.engine.max_data_bytes}"
+                f"{self.max_data_bytes}"
             )
         config = self.queue_config(queue)
         retries = options.retries
@@ -248,7 +264,17 @@ class App:
             tags=options.tags,
             retries=retries,
             depends=options.depends,
+            if_exists=self._if_exists(chosen, options.unique),
         )
+
+    def _if_exists(self, chosen_jid: bool, unique: bool) -> str:
+        """A jid chosen by the publisher may be live: keep it (unique), or move it unless it
+        runs (where the engine can say so atomically). A random one is new."""
+        if unique:
+            return "keep"
+        if chosen_jid and not self.eager and Capability.UNIQUE in self.engine.capabilities:
+            return "move-unless-running"
+        return "move"
 
     def _check_time_limit(self, task: type[Task], queue: str) -> None:
         config = self.queue_config(queue)
@@ -257,62 +283,6 @@ class App:
                 f"{task.name}: time_limit {task.time_limit} s must be shorter than queue "
                 f"{queue!r}'s visibility_timeout_sec {config.visibility_timeout_sec} s"
             )
-
-
-class TaskFunction(Generic[P, R]):
-    """A function made a task: call it directly, or `.delay(...)` it to a worker."""
-
-    def __init__(self, app: App, function: Callable[P, R], task_class: type[Task]) -> None:
-        functools.update_wrapper(self, function)
-        self.app = app
-        self.function = function
-        self.task_class = task_class
-        self.name = task_class.name
-
-    def __repr__(self) -> str:
-        return f"<task {self.name}>"
-
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self.function(*args, **kwargs)
-
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        return self.options().delay(*args, **kwargs)
-
-    def message(self, *args: P.args, **kwargs: P.kwargs) -> Message:
-        return self.options().message(*args, **kwargs)
-
-    def options(
-        self,
-        *,
-        queue: str | None = None,
-        delay: float = 0.0,
-        priority: int | None = None,
-        tags: Sequence[str] | None = None,
-        depends: Sequence[str] | None = None,
-        jid: str | None = None,
-        retries: int | None = None,
-        app_data: Any = None,
-    ) -> BoundOptions[P]:
-        options = PublishOptions(queue, delay, priority, tags, depends, jid, retries)
-        return BoundOptions(self.app, self.task_class, options, app_data)
-
-
-class BoundOptions(Generic[P]):
-    """A task with publish options chosen: `.delay(...)` publishes it."""
-
-    def __init__(
-        self, app: App, task_class: type[Task], options: PublishOptions, app_data: Any
-    ) -> None:
-        self._app = app
-        self._task_class = task_class
-        self._options = options
-        self._app_data = app_data
-
-    def message(self, *args: P.args, **kwargs: P.kwargs) -> Message:
-        return Message(self._task_class, args, kwargs, self._app_data, self._options)
-
-    def delay(self, *args: P.args, **kwargs: P.kwargs) -> str:
-        return self._app.publish_many([self.message(*args, **kwargs)])[0]
 
 
 def _task_class(task: type[Task] | str) -> type[Task]:
@@ -328,6 +298,15 @@ _default_app: App | None = None
 _default_lock = threading.Lock()
 
 
+def app_of(task: type[Task]) -> App | None:
+    """The App `task` publishes through: its `app`, else the App its module names `app`,
+    else the default app (None if none was set or built yet)."""
+    if task.app is not None:
+        return task.app
+    module_app = getattr(sys.modules.get(task.__module__), "app", None)
+    return module_app if isinstance(module_app, App) else _default_app
+
+
 def default_app() -> App:
     """The process's default App, built once from configuration (see module docstring)."""
     global _default_app
@@ -339,7 +318,8 @@ def default_app() -> App:
                 configured = {"LANNER_BROKER", "LANNER_SETTINGS_MODULE"} & set(os.environ)
                 unset = "" if configured else " (neither LANNER_BROKER nor a settings module set)"
                 log = logger.info if configured else logger.warning
-                log("lanner: the default app publishes to %s%s", app.settings.broker, unset)
+                where = shown_url(app.settings.broker)
+                log("lanner: the default app publishes to %s%s", where, unset)
                 _default_app = app
     return _default_app
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from lanner.errors import ArgumentError, BadSignature, DecodeError, MalformedArgument
+from lanner.errors import ArgumentError, BadSignature, DecodeError, MalformedArgument, ResultError
 
 ENVELOPE_VERSION: Final = 1
 
@@ -68,6 +68,8 @@ class JSONCodec:
             return json.dumps(envelope, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
             raise _explain(payload, job) from None
+        except RecursionError:
+            raise ArgumentError(f"{job.klass}: arguments are nested too deeply for JSON") from None
 
 
 class SignedPickleCodec:
@@ -115,12 +117,22 @@ class SignedPickleCodec:
         return Payload(tuple(args), kwargs, app_data)
 
 
+def encode_result(value: Any, task: str) -> str:
+    """A task's return value as the JSON text its job keeps, or `ResultError` saying why not."""
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise ResultError(
+            f"{task} returned {type(value).__name__}, which cannot be kept as JSON: {error}"
+        ) from None
+
+
 def decode(data: str, job: JobIdentity, pickle_codec: SignedPickleCodec | None = None) -> Payload:
     """Turn a job's data back into a payload, or raise `DecodeError` saying why."""
     try:
         envelope = json.loads(data)
-    except ValueError as error:
-        raise DecodeError(f"data is not JSON: {error}") from None
+    except (ValueError, RecursionError) as error:
+        raise DecodeError(f"data is not JSON that can be read: {error}") from None
     if not isinstance(envelope, dict):
         raise DecodeError(f"data is a JSON {type(envelope).__name__}, not an envelope object")
     if envelope.get("v") != ENVELOPE_VERSION:

@@ -7,6 +7,7 @@ LannerError
 │   ├── PayloadTooLarge            job data over the engine's size limit; nothing was stored
 │   │   └── ChubbyTaskException    Kale's name, raised by publishing
 │   ├── ArgumentError              a task argument the codec cannot carry
+│   │   └── ResultError            a task's return value JSON cannot carry
 │   ├── ConfigError                a setting, a settings module or a queue config file is wrong
 │   │                              (Kale's name for it: ImproperlyConfiguredException)
 │   ├── InvalidTaskDelayException  Kale's: a publish asked for a delay the queue cannot honour
@@ -19,10 +20,13 @@ LannerError
 ├── SchemaError                    the store was written by an incompatible lanner
 ├── DecodeError                    a job's data cannot become task arguments; `group` says why
 │   └── BadSignature               a signed payload whose signature does not match
-└── TaskException                  Kale's: about running tasks
-    ├── BlacklistedException       raised by `Task._check_blacklist`; never retried
-    └── TimeoutException           Kale's name for running too long
-        └── TimeLimitExceeded      raised inside a task at its `time_limit`
+├── TaskException                  Kale's: about running tasks
+│   ├── BlacklistedException       raised by `Task._check_blacklist`; never retried
+│   ├── TimeoutException           Kale's name for running too long
+│   │   └── TimeLimitExceeded      raised inside a task at its `time_limit`
+│   └── JobCancelled               raised inside a task whose job was cancelled, or whose
+│                                  lock was lost: it must stop, nothing of it is kept
+└── TaskFailed                     a job waited for (`handle.result()`) failed
 
 `lanner.exceptions` is Kale's import path for the Kale names; `import lanner` gives them all.
 """
@@ -70,6 +74,10 @@ class ChubbyTaskException(PayloadTooLarge):
 
 class ArgumentError(MalformedArgument):
     """A task argument cannot travel with the chosen codec."""
+
+
+class ResultError(ArgumentError):
+    """A task's return value, to be kept with its job, cannot travel as JSON."""
 
 
 class ConfigError(MalformedArgument):
@@ -174,3 +182,24 @@ class TimeoutException(TaskException):
 
 class TimeLimitExceeded(TimeoutException):
     """A task ran past its `time_limit`: raised inside the task (SIGALRM), then retried."""
+
+
+class JobCancelled(TaskException):
+    """Raised inside a running task whose job was cancelled, or handed to another worker.
+
+    The task should stop; the worker completes, retries or fails nothing of that run.
+    """
+
+
+class TaskFailed(LannerError):
+    """The job waited for failed: `group` and `message` are its failure's."""
+
+    def __init__(self, jid: str, group: str, message: str) -> None:
+        last = message.strip().splitlines()[-1] if message.strip() else ""
+        super().__init__(f"job {jid} failed into {group}" + (f": {last}" if last else ""))
+        self.jid = jid
+        self.group = group
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.jid, self.group, self.message))

@@ -142,14 +142,21 @@ def drain(
     *,
     queues: Sequence[str | QueueConfig] | None = None,
     max_jobs: int | None = None,
+    raise_errors: bool = True,
 ) -> int:
     """Run the jobs ready in `queues` in this process, as a worker would; return how many ran.
 
     Meant for tests: publish, `drain(app)`, then check what the tasks did and the jobs'
-    states. `queues` are names or `QueueConfig`s (default: the app's configured queues); a
-    name the app configures takes that configuration, any other the `QueueConfig`
-    defaults. As a worker does, drain first stores their settings in the engine (a pop's
-    lock is the queue's `visibility_timeout_sec`).
+    states. `queues` are names or `QueueConfig`s (default: `app.served_queues()`, the
+    configured queues and those of the app's tasks); a name the app configures takes that
+    configuration, any other the `QueueConfig` defaults. As a worker does, drain first
+    stores their settings in the engine (a pop's lock is the queue's
+    `visibility_timeout_sec`).
+
+    With `raise_errors` (the default), the first task error is raised once its batch has
+    run (the job itself retried or failed as under a worker), and a job that cannot reach
+    its task (unknown task, bad arguments) raises `TaskFailed` with its failure group;
+    `raise_errors=False` runs everything and leaves the failures in the store.
 
     Every job goes through lanner's worker loop (`WorkerLoop.run_batch`) and ends as under
     a worker: completed, retried with the settings' backoff, failed into its group, or
@@ -180,17 +187,28 @@ def drain(
     ):
         raise MalformedArgument(f"max_jobs must be None or an int >= 0, not {max_jobs!r}")
     configs = _queues_to_drain(app, queues)
+    errors: list[BaseException] = []
     # A deterministic selector: the same jobs run in the same order on every run of a test.
-    loop = WorkerLoop(app, configs, HighestPriorityFirst(), configure=False)
+    loop = WorkerLoop(
+        app,
+        configs,
+        HighestPriorityFirst(),
+        configure=False,
+        on_error=(lambda job, error: errors.append(error)) if raise_errors else None,
+    )
     configure_queues(app.engine, configs)
     try:
-        return _drain(app, loop, configs, max_jobs)
+        return _drain(app, loop, configs, max_jobs, errors)
     finally:
         loop.close()
 
 
 def _drain(
-    app: App, loop: WorkerLoop, configs: tuple[QueueConfig, ...], max_jobs: int | None
+    app: App,
+    loop: WorkerLoop,
+    configs: tuple[QueueConfig, ...],
+    max_jobs: int | None,
+    errors: list[BaseException],
 ) -> int:
     ran = 0
     empty: set[str] = set()  # queues whose last pop gave nothing
@@ -208,6 +226,8 @@ def _drain(
             continue
         before = loop.processed
         loop.run_batch(queue, jobs)
+        if errors:
+            raise errors[0]
         ran += loop.processed - before
         if loop.processed == before:
             jids = {job.jid for job in jobs}
@@ -229,7 +249,7 @@ def _queues_to_drain(
     app: App, queues: Sequence[str | QueueConfig] | None
 ) -> tuple[QueueConfig, ...]:
     if queues is None:
-        return app.queues
+        return app.served_queues()
     if isinstance(queues, str):
         raise MalformedArgument(f"queues must be a list of names, not a str ({queues!r})")
     configs = tuple(

@@ -320,8 +320,11 @@ def _reject_unknown(given: Mapping[str, object], module_name: str) -> None:
 
 
 def _with_suggestion(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"{name} (did you mean {close[0]}?)" if close else name
+    """`name`, with the known name it was likely meant as (case aside: a settings module's
+    RETRY_DELAY_MULTIPLE_SEC is `retry_delay_multiple_sec` to `load_settings`)."""
+    by_folded = {candidate.casefold(): candidate for candidate in known}
+    close = difflib.get_close_matches(name.casefold(), list(by_folded), n=1)
+    return f"{name} (did you mean {by_folded[close[0]]}?)" if close else name
 
 
 def _module_relative(path: str, module: ModuleType) -> str:

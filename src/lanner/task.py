@@ -22,6 +22,7 @@ the job's `klass`: that is how a worker finds the code for a job. The decorator 
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import re
 import time
@@ -34,6 +35,7 @@ from lanner.errors import BlacklistedException
 if TYPE_CHECKING:
     from lanner.app import App
     from lanner.codec import Payload
+    from lanner.handle import JobHandle
     from lanner.job import Job
 
 logger = logging.getLogger("lanner.task")
@@ -91,6 +93,9 @@ class Task:
     """Exceptions that are never retried: the job fails at once."""
     app: ClassVar[App | None] = None
     """The app that publishes it; None: the default app, built from configuration."""
+    keep_result: ClassVar[bool | None] = None
+    """Whether its jobs keep what `run_task` returns (`handle.result()`); None: the app's
+    `results` setting."""
     name: ClassVar[str] = "lanner.task.Task"
     """The dotted name jobs carry as `klass`; set for each subclass."""
 
@@ -111,8 +116,8 @@ class Task:
 
     # -- publishing -----------------------------------------------------------------------
     @classmethod
-    def publish(cls, app_data: Any, *args: Any, **kwargs: Any) -> str:
-        """Publish a run of this task; return its job id.
+    def publish(cls, app_data: Any, *args: Any, **kwargs: Any) -> JobHandle:
+        """Publish a run of this task; return its job's handle (its id, a str).
 
         As in Kale, `delay_sec` in kwargs delays the job and is also passed on to run_task.
         """
@@ -123,11 +128,10 @@ class Task:
 
     @classmethod
     def _publishing_app(cls) -> App:
-        if cls.app is not None:
-            return cls.app
-        from lanner.app import default_app
+        """Its `app`, else the App its module names `app`, else the default app."""
+        from lanner.app import app_of, default_app
 
-        return default_app()
+        return app_of(cls) or default_app()
 
     @classmethod
     def _get_task_id(cls, *args: Any, **kwargs: Any) -> str:
@@ -142,6 +146,10 @@ class Task:
         try:
             self._check_blacklist(*args, **kwargs)
             result = self.run_task(*args, **kwargs)
+            if inspect.isawaitable(result):  # an async task: done only once it finished
+                from lanner import aio
+
+                result = aio.run(result)
         except BaseException as error:
             self._end_time = time.monotonic()
             self._task_latency_sec = self._end_time - (self._start_time or self._end_time)
@@ -157,6 +165,10 @@ class Task:
     def should_run_task(self, *args: Any, **kwargs: Any) -> bool:
         """False defers the job: it is given back and tried again after a delay."""
         return True
+
+    @classmethod
+    def keeps_result(cls, app: App) -> bool:
+        return app.results if cls.keep_result is None else cls.keep_result
 
     @classmethod
     def is_retryable(cls, error: BaseException) -> bool:

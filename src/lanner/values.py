@@ -10,17 +10,24 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Final
+from typing import Any, Final
 
 from lanner.errors import MalformedArgument, PayloadTooLarge
 from lanner.names import label
 
+MAX_INTEGER: Final = 10**14 - 1
+"""The largest integer every engine keeps exactly: 14 digits, what Redis's Lua JSON
+encoder writes of a number (a Lua number is a double, exact to 2**53)."""
+
 
 def integer(value: object, what: str, minimum: int | None = None) -> int:
+    """An int every engine stores exactly: at most 14 digits (one rule for all)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise MalformedArgument(f"{what} must be an int, not {type(value).__name__}")
     if minimum is not None and value < minimum:
         raise MalformedArgument(f"{what} must be >= {minimum}, not {value}")
+    if not -MAX_INTEGER <= value <= MAX_INTEGER:
+        raise MalformedArgument(f"{what} must have at most 14 digits (±{MAX_INTEGER}), not {value}")
     return value
 
 
@@ -51,11 +58,19 @@ def json_text(value: object, what: str, limit: int) -> str:
     size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
     if size > limit:
         raise PayloadTooLarge(f"{what} is {size} bytes; this engine accepts at most {limit}")
+    strict_json(value, what)
+    return value
+
+
+def strict_json(text: str, what: str) -> Any:
+    """Decode JSON text as other languages' clients would (no NaN or Infinity), or raise
+    `MalformedArgument`; nesting Python's decoder cannot follow is refused, not a crash."""
     try:
-        _STRICT_JSON.decode(value)
+        return _STRICT_JSON.decode(text)
     except ValueError as error:
         raise MalformedArgument(f"{what} is not valid JSON: {error}") from None
-    return value
+    except RecursionError:
+        raise MalformedArgument(f"{what} is JSON nested too deeply to be read") from None
 
 
 def _reject_constant(name: str) -> object:

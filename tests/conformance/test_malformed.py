@@ -297,7 +297,12 @@ for kind, value in [("negative", -1), ("nan", NAN), ("inf", INF), ("str", "5"), 
         lambda e, v: e.complete("run1", "w1", "q", next="q2", delay=v, now=NOW),
         Capability.DELAY,
     )
-for kind, value in [("float", 1.5), ("str", "1"), ("bool", True), ("nan", NAN)]:
+# One rule for every engine: integers of at most 14 digits, which every engine keeps exactly.
+NOT_PRIORITIES = [
+    ("float", 1.5), ("str", "1"), ("bool", True), ("nan", NAN),
+    ("10**14", 10**14), ("-10**14", -(10**14)), ("2**64", 2**64),
+]  # fmt: skip
+for kind, value in NOT_PRIORITIES:
     NUMBER_CASES[f"put-priority-{kind}"] = with_value(
         value, lambda e, v: e.put("q", "new", "Task", priority=v, now=NOW), Capability.PRIORITY
     )
@@ -308,6 +313,12 @@ for kind, value in [("negative", -1), ("nan", NAN), ("str", "1")]:
     NUMBER_CASES[f"pop-wait-{kind}"] = with_value(
         value, lambda e, v: e.pop("q", "w2", wait=v, now=NOW), Capability.BLOCKING_POP
     )
+NUMBER_CASES["put-retries-10**14"] = Case(
+    lambda e: e.put("q", "new", "Task", retries=10**14, now=NOW)
+)
+NUMBER_CASES["put-data-nested-too-deep"] = Case(
+    lambda e: e.put("q", "new", "Task", "[" * 100_000 + "]" * 100_000, now=NOW)
+)
 NUMBER_CASES["tagged-offset-negative"] = Case(
     lambda e: e.tagged("t", -1, now=NOW), needs=Capability.TAGS
 )
@@ -370,3 +381,12 @@ def test_put_many_with_a_bad_job_after_good_ones_changes_nothing(world: Engine) 
         NewJob("q", "bad", "Task", data="{oops"),
     ]
     check(world, Case(lambda e: e.put_many(batch, now=NOW)))
+
+
+def test_the_largest_exact_integers_are_kept_exactly(engine: Engine) -> None:
+    require(engine, Capability.PRIORITY)
+    top = 10**14 - 1
+    engine.put("q", "high", "Task", priority=top, now=T0)
+    engine.put("q", "low", "Task", priority=-top, now=T0)
+    assert (get(engine, "high").priority, get(engine, "low").priority) == (top, -top)
+    assert [job.jid for job in engine.pop("q", "w", 2, now=T0)] == ["high", "low"]

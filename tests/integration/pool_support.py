@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,9 +44,9 @@ def done_count(ws: Workspace, jid: str) -> int:
     return sum(1 for event in ws.job(jid).history if event.what == "done")
 
 
-def all_complete(ws: Workspace, jids: list[str]) -> bool:
+def all_complete(ws: Workspace, jids: Sequence[str]) -> bool:
     return all(ws.job(jid).state == JobState.COMPLETE for jid in jids)
 
 
-def states(ws: Workspace, jids: list[str]) -> str:
+def states(ws: Workspace, jids: Sequence[str]) -> str:
     return "\n".join(f"{jid}: {ws.job(jid).state} {ws.job(jid).failure}" for jid in jids)

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from lanner import JobState
-from lanner.app import App, Message
+from lanner.app import App
+from lanner.messages import Message
 from lanner.settings import Settings
 from lanner.worker.pool import WorkerPool
 
@@ -259,3 +260,25 @@ def test_sigterm_right_after_start_shuts_down_promptly(
 
     assert took < 4, f"warm shutdown of idle children took {took:.1f} s"
     assert pool.children == []
+
+
+def test_a_worker_without_queues_serves_those_of_its_apps_tasks_and_says_where(
+    workspace: Workspace,
+) -> None:
+    ws = workspace
+    tasks = ws.write_module(
+        WORK
+        + """
+class Thumbnail(Task):  # no `app`: it publishes through this module's `app`
+    queue = "thumbnails"
+
+    def run_task(self):
+        record("thumb", self.task_id)
+"""
+    )
+    work = tasks.Work.publish(None, 0.01)
+    thumb = tasks.Thumbnail.publish(None)
+    ws.start_worker("-A", ws.module_name, "-c", "1")
+    wait_until(lambda: all_complete(ws, [work, thumb]), 20, "both jobs", details=ws.log)
+    assert f"on {ws.url}, queues work, thumbnails," in ws.log()
+    assert not (ws.dir / "lanner.db").exists()

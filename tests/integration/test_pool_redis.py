@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import pytest
 
 from lanner import JobState
-from lanner.app import App, TaskFunction
+from lanner.app import App
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
+from lanner.taskfunction import TaskFunction
 from lanner.worker.pool import WorkerPool
 
 
@@ -61,7 +62,7 @@ def run_until(pool: WorkerPool, done: Callable[[], bool], timeout: float = 30) -
         pool.supervise(timeout=0.05)
 
 
-def all_complete(app: App, jids: list[str]) -> bool:
+def all_complete(app: App, jids: Sequence[str]) -> bool:
     return all(job.state == JobState.COMPLETE for job in app.engine.multiget(jids))
 
 

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 import pytest
 
 from lanner import JobState
-from lanner.app import App, Message, PublishOptions
+from lanner.app import App
+from lanner.messages import Message, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.simulate import Costs, Scenario, SimQueue, simulate
 from lanner.simulate.arrivals import ArrivalSpec
@@ -131,7 +132,7 @@ def test_simulated_waits_match_a_real_pool(workspace: Workspace) -> None:
         wait_until(lambda: len(ws.engine.workers()) >= WORKERS, 10, "the workers to start",
                    step=lambda: pool.supervise(0.05))  # fmt: skip
         start = time.time() + 0.5
-        jids: dict[str, list[str]] = {}
+        jids: dict[str, Sequence[str]] = {}
         delays: dict[str, list[float]] = {}
         for name, times in arrivals.items():
             now = time.time()

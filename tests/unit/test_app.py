@@ -4,6 +4,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -205,3 +206,98 @@ def test_an_app_with_the_signed_pickle_codec_also_reads_its_payloads(tmp_path: P
     assert from_settings.codec.name == "json"  # publishing stays JSON
     assert from_settings.pickle_codec is not None  # workers may read pickle
     assert App(settings=Settings()).pickle_codec is None
+
+
+def test_a_kale_class_publishes_through_the_app_its_module_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "lanner_test_module_app.py").write_text(
+        "from lanner import App, Task\n\n"
+        f"app = App('sqlite:///{tmp_path}/module.db')\n\n"
+        "class Report(Task):\n    queue = 'reports'\n\n    def run_task(self): ...\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    set_default_app(None)
+    try:
+        import importlib
+
+        module: Any = importlib.import_module("lanner_test_module_app")
+
+        jid = module.Report.publish(None)
+        assert module.app.engine.get(jid) is not None
+        assert not (tmp_path / "lanner.db").exists()
+        assert module.app.served_queues() == (QueueConfig("default"), QueueConfig("reports"))
+    finally:
+        module.app.close()
+        sys.modules.pop("lanner_test_module_app", None)
+
+
+def test_served_queues_are_the_configured_ones_then_those_of_the_apps_tasks(
+    tmp_path: Path,
+) -> None:
+    configured = QueueConfig("emails", priority=9)
+    app = App(f"sqlite:///{tmp_path}/a.db", queues=[configured])
+    other = App(f"sqlite:///{tmp_path}/b.db")
+
+    @app.task(queue="emails")
+    def send() -> None: ...
+
+    @app.task(queue="thumbnails")
+    def resize() -> None: ...
+
+    @other.task(queue="elsewhere")
+    def not_mine() -> None: ...
+
+    assert app.served_queues() == (configured, QueueConfig("thumbnails"))
+
+
+def test_publish_returns_a_handle_that_is_the_jid(app: App) -> None:
+    @app.task
+    def noop() -> None: ...
+
+    handle = noop.options(jid="fixed-id").delay()
+    assert isinstance(handle, lanner.JobHandle)
+    assert handle == "fixed-id"
+    assert json.dumps({"jid": handle}) == '{"jid": "fixed-id"}'
+    assert handle.state() == lanner.JobState.WAITING
+    assert app.handle("fixed-id").job() == handle.job()
+    assert handle.cancel() is True
+    assert handle.state() is None
+    assert handle.cancel() is False
+    with pytest.raises(lanner.JobNotFound):
+        handle.result(timeout=0)
+
+
+def test_a_handle_pickles_as_the_plain_jid(app: App) -> None:
+    import pickle
+
+    @app.task
+    def noop() -> None: ...
+
+    handle = noop.delay()
+    copy = pickle.loads(pickle.dumps(handle))
+    assert copy == handle
+    assert type(copy) is str
+
+
+@pytest.mark.parametrize("timeout", [-1, float("nan"), float("inf")])
+def test_a_result_wait_needs_a_sane_timeout(app: App, timeout: float) -> None:
+    @app.task
+    def noop() -> None: ...
+
+    with pytest.raises(ValueError, match="timeout"):
+        noop.delay().result(timeout=timeout)
+
+
+def test_unique_publish_keeps_a_waiting_job_and_plain_publish_moves_it(app: App) -> None:
+    @app.task
+    def report(day: str) -> None: ...
+
+    first = report.options(jid="daily", delay=60).delay("monday")
+    report.options(jid="daily", unique=True).delay("tuesday")
+    assert data_of(app, first) == {"v": 1, "args": ["monday"], "kwargs": {}, "app_data": None}
+    report.options(jid="daily").delay("wednesday")
+    job = app.engine.get("daily")
+    assert job is not None
+    assert job.state == lanner.JobState.WAITING
+    assert data_of(app, first) == {"v": 1, "args": ["wednesday"], "kwargs": {}, "app_data": None}

@@ -1,9 +1,10 @@
 """Tests of the admin commands (`lanner status`, `jobs`, `job`, `failed`, `retry`, `pause`,
-`unpause`, `publish`) against a real SQLite store set up through the engine."""
+`unpause`, `cancel`, `publish`) against a real SQLite store set up through the engine."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -124,7 +125,7 @@ def test_status_table_shows_counts_totals_and_groups(
     assert max(len(line) for line in result.output.splitlines()) <= 80
 
 
-def test_status_of_an_empty_store(cli: click.Group, url: str) -> None:
+def test_status_of_an_empty_store(cli: click.Group, url: str, engine: Engine) -> None:
     assert output_json(run(cli, url, "status", "--json")) == {"queues": [], "failed": {}}
     result = run(cli, url, "status")
     assert result.exit_code == 0
@@ -132,12 +133,49 @@ def test_status_of_an_empty_store(cli: click.Group, url: str) -> None:
     assert "no failed jobs" in result.output
 
 
+@pytest.mark.parametrize("command", ["status", "jobs", "job", "failed", "retry", "cancel"])
+def test_commands_that_look_refuse_to_create_a_missing_store(
+    cli: click.Group, url: str, tmp_path: Path, command: str
+) -> None:
+    args = {"job": ["x"], "retry": ["boom"], "cancel": ["x"]}.get(command, [])
+    result = run(cli, url, command, *args)
+    assert result.exit_code == 1
+    assert f"no store at {url}" in result.output
+    assert "does not exist" in result.output
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_an_empty_broker_counts_as_unset_and_says_so(
+    cli: click.Group, url: str, tmp_path: Path
+) -> None:
+    result = CliRunner().invoke(cli, ["status", "--broker", ""])
+    assert result.exit_code == 1
+    assert "--broker (or LANNER_BROKER) is empty: it counts as unset" in result.output
+    assert f"no store at sqlite:///lanner.db ({tmp_path / 'lanner.db'}" in result.output
+    assert not (tmp_path / "lanner.db").exists()
+
+
+# -- cancel -------------------------------------------------------------------------------
+def test_cancel_deletes_jobs_and_names_those_not_found(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    engine.put("emails", "a", KLASS)
+    engine.put("emails", "b", KLASS)
+    result = run(cli, url, "cancel", "a", "b", "nope")
+    assert result.exit_code == 0, result.output
+    assert "cancelled 2 jobs" in result.output
+    assert "not found (finished and removed, or never published): nope" in result.output
+    assert engine.multiget(["a", "b"]) == []
+
+
 # -- jobs ---------------------------------------------------------------------------------
 def test_jobs_json_lists_waiting_jobs_highest_priority_first(
     cli: click.Group, url: str, engine: Engine
 ) -> None:
     populate(engine)
-    assert output_json(run(cli, url, "jobs", "emails", "--json")) == [
+    listed = output_json(run(cli, url, "jobs", "emails", "--json"))
+    assert all(isinstance(item.pop("due"), float) for item in listed)  # ready since then
+    assert listed == [
         {"jid": "high", "queue": "emails", "state": "waiting", "klass": "myapp.tasks.Urgent",
          "priority": 3},
         {"jid": "low", "queue": "emails", "state": "waiting", "klass": KLASS, "priority": 0},
@@ -182,8 +220,9 @@ def test_jobs_complete(cli: click.Group, url: str, engine: Engine) -> None:
     engine.complete("done", "worker-1", "emails")
     listed = output_json(run(cli, url, "jobs", "--state", "complete", "--json"))
     assert listed == [
-        {"jid": "done", "queue": "", "state": "complete", "klass": KLASS, "priority": 0}
-    ]
+        {"jid": "done", "queue": "", "state": "complete", "klass": KLASS, "priority": 0,
+         "due": None}
+    ]  # fmt: skip
     result = run(cli, url, "jobs", "emails", "--state", "complete")
     assert result.exit_code == 2
     assert "complete jobs belong to no queue" in result.output
@@ -200,6 +239,20 @@ def test_jobs_table(cli: click.Group, url: str, engine: Engine) -> None:
     empty = run(cli, url, "jobs", "nothing-here")
     assert empty.exit_code == 0
     assert "no waiting jobs in queue 'nothing-here'" in empty.output
+
+
+def test_scheduled_jobs_and_a_job_show_when_they_are_due(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    now = time.time()
+    engine.put("emails", "later", KLASS, delay=3600, now=now)
+    due = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now + 3600))
+    listed = run(cli, url, "jobs", "emails", "--state", "scheduled")
+    assert "due (UTC)" in listed.output
+    assert row(listed.output, "later")[-2:] == due.split()
+    shown = run(cli, url, "job", "later")
+    assert row(shown.output, "due") == ["due", *due.split(), "UTC"]
+    assert output_json(run(cli, url, "job", "later", "--json"))["due"] == pytest.approx(now + 3600)
 
 
 # -- job ----------------------------------------------------------------------------------
@@ -221,7 +274,9 @@ def test_job_json_has_every_field_with_data_decoded(
         "remaining": 5,
         "worker": "",
         "expires": 0,
+        "due": None,
         "data": {"n": 1},
+        "result": None,
         "failure": {"group": "boom", "message": TRACEBACK, "when": at, "worker": "worker-1"},
         "dependencies": [],
         "dependents": [],
@@ -250,7 +305,7 @@ def test_job_detail_shows_data_failure_and_history_in_utc(
     assert row(result.output, "2023-11-14")[2:] == ["put", "q=reports"]
 
 
-def test_job_that_does_not_exist_exits_1(cli: click.Group, url: str) -> None:
+def test_job_that_does_not_exist_exits_1(cli: click.Group, url: str, engine: Engine) -> None:
     result = run(cli, url, "job", "nope")
     assert result.exit_code == 1
     assert "no job 'nope'" in result.output
@@ -291,7 +346,7 @@ def test_failed_group_jobs_newest_first(cli: click.Group, url: str, engine: Engi
     assert max(len(line) for line in result.output.splitlines()) <= 80
 
 
-def test_failed_when_nothing_failed(cli: click.Group, url: str) -> None:
+def test_failed_when_nothing_failed(cli: click.Group, url: str, engine: Engine) -> None:
     assert output_json(run(cli, url, "failed", "--json")) == {}
     assert "no failed jobs" in run(cli, url, "failed").output
     assert "no failed jobs in group 'boom'" in run(cli, url, "failed", "boom").output
@@ -366,7 +421,7 @@ def test_retry_into_one_queue(
     assert states(engine)["j5"] == ("b", JobState.FAILED)
 
 
-def test_retry_of_an_empty_group(cli: click.Group, url: str) -> None:
+def test_retry_of_an_empty_group(cli: click.Group, url: str, engine: Engine) -> None:
     result = run(cli, url, "retry", "boom")
     assert result.exit_code == 0
     assert "retried 0 jobs of group 'boom'" in result.output
@@ -390,7 +445,7 @@ def test_pause_and_unpause(cli: click.Group, url: str, engine: Engine) -> None:
     "args", [("pause", "9lives"), ("unpause", "bad name"), ("jobs", "bad/queue")]
 )
 def test_bad_queue_name_is_an_error_not_a_traceback(
-    cli: click.Group, url: str, args: tuple[str, ...]
+    cli: click.Group, url: str, engine: Engine, args: tuple[str, ...]
 ) -> None:
     result = run(cli, url, *args)
     assert result.exit_code == 1
@@ -453,10 +508,10 @@ def test_publish_finds_the_task_by_name(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["[1,"], "Invalid value for '[ARGS_JSON]': not valid JSON"),
+        (["[1,"], "Invalid value for '[ARGS_JSON]': it is not valid JSON"),
         (['{"a": 1}'], "Invalid value for '[ARGS_JSON]': must be a JSON array"),
-        (["[NaN]"], "Invalid value for '[ARGS_JSON]': not valid JSON"),
-        (["--kwargs", "{oops"], "Invalid value for '--kwargs': not valid JSON"),
+        (["[NaN]"], "Invalid value for '[ARGS_JSON]': it is not valid JSON"),
+        (["--kwargs", "{oops"], "Invalid value for '--kwargs': it is not valid JSON"),
         (["--kwargs", "[1]"], "Invalid value for '--kwargs': must be a JSON object"),
     ],
 )
@@ -482,7 +537,7 @@ def test_publish_bad_queue_name(cli: click.Group, url: str, task_module: str) ->
 
 def test_register_adds_every_admin_command(cli: click.Group) -> None:
     assert sorted(cli.commands) == [
-        "failed", "job", "jobs", "pause", "publish", "retry", "status", "unpause",
+        "cancel", "failed", "job", "jobs", "pause", "publish", "retry", "status", "unpause",
     ]  # fmt: skip
 
 
@@ -490,6 +545,27 @@ def test_lanner_has_every_command() -> None:
     from lanner.cli import main
 
     assert sorted(main.commands) == [
-        "bench", "demo", "failed", "job", "jobs", "pause", "publish", "redis-script", "retry",
-        "simulate", "status", "unpause", "worker",
+        "bench", "cancel", "demo", "failed", "job", "jobs", "pause", "publish", "redis-script",
+        "retry", "simulate", "status", "unpause", "worker",
     ]  # fmt: skip
+
+
+def test_worker_options_are_checked_and_explained() -> None:
+    from lanner.cli import main
+
+    bad = CliRunner().invoke(main, ["worker", "--log-level", "verbose"])
+    assert bad.exit_code == 2
+    assert "'verbose' is not one of 'debug', 'info', 'warning', 'error'" in bad.output
+    helped = CliRunner().invoke(main, ["worker", "--help"], env={"COLUMNS": "200"})
+    assert "Worker processes to run (each runs one task at a time)." in " ".join(
+        helped.output.split()
+    )
+
+
+def test_the_command_line_defines_no_task_of_its_own() -> None:
+    """A worker serves the queues of the tasks defined: the CLI's own must not count."""
+    probe = "import lanner.cli; from lanner.task import registered_tasks; print(registered_tasks())"
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert shown.stdout.strip() == "{}"

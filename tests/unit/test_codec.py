@@ -105,3 +105,17 @@ def test_a_wrong_key_is_a_bad_signature() -> None:
     data = SignedPickleCodec(KEY).encode(Payload((1,), {}), JOB)
     with pytest.raises(BadSignature):
         decode(data, JOB, SignedPickleCodec(b"z" * 32))
+
+
+def test_arguments_nested_too_deeply_for_json_are_an_argument_error() -> None:
+    deep: list[object] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ArgumentError, match="nested too deeply"):
+        JSONCodec().encode(Payload((deep,)), JOB)
+
+
+def test_data_nested_too_deeply_to_decode_is_a_decode_error() -> None:
+    data = '{"v": 1, "args": [' + "[" * 100_000 + "]" * 100_000 + "]}"
+    with pytest.raises(DecodeError, match="JSON that can be read"):
+        decode(data, JOB)

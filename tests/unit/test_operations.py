@@ -14,6 +14,7 @@ import pytest
 
 from lanner import Engine, JobState, MalformedArgument, RecurringJob, open_engine, operations
 from lanner.app import App
+from lanner.errors import TaskFailed
 from lanner.operations import drain, list_jobs, retry_failed
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
@@ -241,7 +242,7 @@ def test_drain_leaves_a_failing_task_retried_with_its_delay(app: App) -> None:
         raise ValueError("smtp down")
 
     jid = flaky.delay()
-    assert drain(app) == 1  # the retry is 60 s away: not waited for
+    assert drain(app, raise_errors=False) == 1  # the retry is 60 s away: not waited for
     job = app.engine.get(jid)
     assert job is not None
     assert (job.state, job.remaining) == (JobState.SCHEDULED, 1)
@@ -258,7 +259,7 @@ def test_drain_runs_retries_that_are_due_until_the_job_fails(url: str) -> None:
 
     try:
         jid = broken.delay()
-        assert drain(app) == 3
+        assert drain(app, raise_errors=False) == 3
         job = app.engine.get(jid)
         assert job is not None
         assert job.state == JobState.FAILED
@@ -324,9 +325,32 @@ def test_drain_does_not_wait_for_scheduled_jobs_or_paused_queues(app: App) -> No
     assert app.engine.queue_counts("reports").waiting == 1
 
 
+def test_drain_raises_the_first_task_error_after_settling_its_batch(app: App) -> None:
+    @app.task(queue="emails", max_retries=0)
+    def send(to: str) -> None:
+        RUNS.append(("send", to))
+        if to == "bad":
+            raise ValueError(f"cannot send to {to}")
+
+    jids = [send.delay(to) for to in ("a", "bad", "c")]
+    with pytest.raises(ValueError, match="cannot send to bad"):
+        drain(app)
+    assert RUNS == [("send", "a"), ("send", "bad"), ("send", "c")]
+    states = [job.state for job in app.engine.multiget(jids)]
+    assert states == [JobState.COMPLETE, JobState.FAILED, JobState.COMPLETE]
+
+
+def test_drain_raises_task_failed_for_a_job_that_cannot_reach_its_task(app: App) -> None:
+    app.engine.put("emails", "lost", "nowhere.Missing", "{}")
+    with pytest.raises(TaskFailed, match="lanner-unknown-task") as raised:
+        drain(app)
+    assert raised.value.group == "lanner-unknown-task"
+    assert raised.value.jid == "lost"
+
+
 def test_drain_fails_a_job_of_an_unknown_task_without_counting_it(app: App) -> None:
     app.engine.put("emails", "lost", "nowhere.Missing", "{}")
-    assert drain(app) == 0
+    assert drain(app, raise_errors=False) == 0
     job = app.engine.get("lost")
     assert job is not None
     assert job.state == JobState.FAILED
@@ -342,7 +366,9 @@ def test_drain_runs_a_job_whose_time_limit_outlasts_its_lock(app: App) -> None:
         RUNS.append(("slow",))
 
     jid = slow.delay()
-    assert drain(app, queues=[QueueConfig("tight", visibility_timeout_sec=1)]) == 1
+    assert (
+        drain(app, queues=[QueueConfig("tight", visibility_timeout_sec=1)], raise_errors=False) == 1
+    )
     assert RUNS == [("slow",)]
     job = app.engine.get(jid)
     assert job is not None
@@ -382,7 +408,7 @@ def test_drain_arms_the_soft_time_limit_in_the_main_thread(app: App) -> None:
             pass
 
     jid = spin.delay()
-    assert drain(app) == 1
+    assert drain(app, raise_errors=False) == 1
     [(_, armed)] = RUNS
     assert 0 < armed <= 0.05
     job = app.engine.get(jid)

@@ -12,6 +12,8 @@ import lanner
 PUBLIC = {
     # writing and publishing tasks
     "App", "Task", "set_default_app", "JSONCodec", "SignedPickleCodec",
+    # following a published job, and a running task's own job
+    "JobHandle", "current_job",
     # running them, and operations of several engine calls
     "WorkerPool", "PoolCounts", "drain", "retry_failed", "list_jobs",
     # configuration
@@ -26,6 +28,7 @@ PUBLIC = {
     "InvalidTaskDelayException", "InvalidTimeLimitTaskException", "JobNotFound", "InvalidState",
     "LockLost", "EngineUnavailable", "SchemaError", "DecodeError", "BadSignature",
     "TaskException", "BlacklistedException", "TimeoutException", "TimeLimitExceeded",
+    "JobCancelled", "TaskFailed", "ResultError",
     "__version__",
 }  # fmt: skip
 

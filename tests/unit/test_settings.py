@@ -424,3 +424,8 @@ def test_importing_lanner_does_not_import_the_settings_module() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_a_settings_module_name_given_to_load_settings_suggests_the_field_name() -> None:
+    with pytest.raises(ConfigError, match=r"did you mean retry_delay_multiple_sec\?"):
+        load_settings(RETRY_DELAY_MULTIPLE_SEC=3)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from multiprocessing.queues import SimpleQueue
 from typing import Any, Final
 
-from lanner.app import App, TaskFunction
+from lanner.app import App
 from lanner.bench.common import (
     DEFAULT_BATCH,
     DEFAULT_CONCURRENCY,
@@ -49,6 +49,7 @@ from lanner.engine import Engine
 from lanner.job import JobState
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
+from lanner.taskfunction import TaskFunction
 from lanner.worker.pool import WorkerPool
 
 LONG_POLL_SEC: Final = 0.25

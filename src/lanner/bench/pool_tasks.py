@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from multiprocessing.queues import SimpleQueue
 from typing import Final
 
-from lanner.app import App, TaskFunction
+from lanner.app import App
 from lanner.bench.common import BenchError
+from lanner.taskfunction import TaskFunction
 
 SLEEP_SECONDS: Final = 0.010
 """What each job of the last phase sleeps: C processes can do at most C / 0.010 jobs/s."""

@@ -5,6 +5,7 @@
     inspect     status, jobs, job: looking at a store
     failures    failed, retry: failure groups, and putting their jobs back
     queues      pause, unpause: what changes a queue rather than a job
+    cancel      cancel: taking jobs away, stopping their tasks if they run
     publish     publish: one run of a task from the command line
     worker      worker: the supervised pool
     demo        demo: a pool at work on a fresh store (the demo itself lives there too)
@@ -23,9 +24,9 @@ if TYPE_CHECKING:
 
 
 def register_admin(group: click.Group) -> None:
-    """Add the commands on a store (inspect, failures, queues, publish) to `group`."""
-    from lanner.commands import failures, inspect, publish, queues
+    """Add the commands on a store (inspect, failures, queues, cancel, publish) to `group`."""
+    from lanner.commands import cancel, failures, inspect, publish, queues
 
-    for module in (inspect, failures, queues, publish):
+    for module in (inspect, failures, queues, cancel, publish):
         for command in module.COMMANDS:
             group.add_command(command)

@@ -8,6 +8,7 @@ raises on purpose into one line and exit status 1, never a traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 import click
 
 from lanner.app import App, default_app, set_default_app
+from lanner.engines import sqlite_path
 from lanner.errors import LannerError
 from lanner.settings import load_settings
 
@@ -59,8 +61,19 @@ def limit_option(help_text: str) -> Callable[[F], F]:
     )
 
 
+def _require_store(url: str) -> None:
+    path = sqlite_path(url)
+    if path is not None and not os.path.exists(path):
+        raise click.ClickException(
+            f"no store at {url} ({os.path.abspath(path)} does not exist): publish a task or "
+            "start a worker there first, or name the store with --broker URL or -A MODULE"
+        )
+
+
 def load_app(app_path: str | None, broker: str | None) -> App:
     """The App of `-A module[:attr]`, else one built from configuration (and `--broker`)."""
+    if broker == "" or os.environ.get("LANNER_BROKER") == "":
+        click.echo("lanner: --broker (or LANNER_BROKER) is empty: it counts as unset", err=True)
     if app_path:
         module_name, _, attribute = app_path.partition(":")
         sys.path.insert(0, "")  # like `python -m`: modules of the working directory
@@ -84,10 +97,17 @@ def load_app(app_path: str | None, broker: str | None) -> App:
 
 
 @contextmanager
-def session(app_path: str | None, broker: str | None) -> Iterator[App]:
-    """The App to work with; lanner's errors inside become one-line click errors."""
+def session(app_path: str | None, broker: str | None, *, create: bool = False) -> Iterator[App]:
+    """The App to work with; lanner's errors inside become one-line click errors.
+
+    Unless `create`, a SQLite store that does not exist is an error rather than a new
+    file: a command that only looks (or changes jobs) run in the wrong folder, or with the
+    wrong URL, says so instead of showing an empty store it just made.
+    """
     try:
         app = load_app(app_path, broker)
+        if not create:
+            _require_store(app.settings.broker)
         try:
             yield app
         finally:

@@ -1,7 +1,7 @@
 """`lanner demo`: a worker pool at work on a fresh SQLite database, start to finish.
 
-`run_demo` publishes a mixed workload to three queues with Kale's example priorities
-(high_priority 100, default 40, low_priority 5), runs a 2-process pool with the Reduced
+`run_demo` publishes a mixed workload (demo_workload.py) to three queues with Kale's example
+priorities (high_priority 100, default 40, low_priority 5), runs a 2-process pool with the Reduced
 Lottery selector, shows progress per queue, and ends with what each queue got: jobs
 done, retries, wait and run times, and how waits were distributed. The `demo` command
 is `run_demo` on the terminal.
@@ -25,64 +25,16 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from lanner.app import App, Message, PublishOptions, set_default_app
+from lanner.app import App, set_default_app
 from lanner.job import Job
-from lanner.queues import QueueConfig
+from lanner.messages import Message, PublishOptions
 from lanner.settings import Settings
-from lanner.task import Task
 from lanner.worker import logs
 
 if TYPE_CHECKING:
     from lanner.worker.pool import WorkerPool
 
 __all__ = ["demo", "run_demo", "sparkline"]
-
-QUEUES = (
-    QueueConfig("high_priority", priority=100, batch_size=10, visibility_timeout_sec=60,
-                long_poll_time_sec=1, num_iterations=10),
-    QueueConfig("default", priority=40, batch_size=10, visibility_timeout_sec=60,
-                long_poll_time_sec=1, num_iterations=5),
-    QueueConfig("low_priority", priority=5, batch_size=10, visibility_timeout_sec=60,
-                long_poll_time_sec=5, num_iterations=5),
-)  # fmt: skip
-
-
-class TransientError(Exception):
-    """A failure worth retrying (the demo's flaky dependency)."""
-
-
-class SendNotification(Task):
-    queue = "high_priority"
-    time_limit = 5
-
-    def run_task(self, user_id: int) -> None:
-        time.sleep(random.uniform(0.002, 0.010))
-
-
-class IndexDocument(Task):
-    queue = "default"
-    time_limit = 5
-
-    def run_task(self, doc_id: int) -> None:
-        time.sleep(random.uniform(0.005, 0.020))
-        first_try = self.job is not None and self.job.remaining == self.job.retries
-        if doc_id % 25 == 0 and first_try:
-            raise TransientError(f"search cluster busy while indexing document {doc_id}")
-
-
-class BuildReport(Task):
-    queue = "low_priority"
-    time_limit = 10
-
-    def run_task(self, report_id: int) -> None:
-        time.sleep(random.uniform(0.030, 0.060))
-
-
-WORKLOAD: tuple[tuple[type[Task], int], ...] = (
-    (SendNotification, 300),
-    (IndexDocument, 200),
-    (BuildReport, 50),
-)
 
 
 @dataclass
@@ -104,6 +56,7 @@ def demo(concurrency: int) -> None:
 
 def run_demo(console: Console, *, processes: int = 2, directory: str | None = None) -> bool:
     """Run the demo; True if every job completed."""
+    from lanner.commands.demo_workload import QUEUES
     from lanner.worker.pool import WorkerPool  # here, so that `lanner --help` need not load it
 
     with tempfile.TemporaryDirectory(prefix="lanner-demo-", dir=directory) as folder:
@@ -135,6 +88,8 @@ def run_demo(console: Console, *, processes: int = 2, directory: str | None = No
 
 
 def _publish(app: App) -> dict[str, int]:
+    from lanner.commands.demo_workload import WORKLOAD
+
     messages = [
         Message(task, (number,), options=PublishOptions())
         for task, count in WORKLOAD
@@ -211,6 +166,8 @@ def _show(
     for heading in ("queue (priority)", "done", "wait p50", "wait p99", "run p50", "wait spread"):
         justify: Literal["left", "right"] = "left" if heading.startswith("queue") else "right"
         table.add_column(heading, justify=justify, no_wrap=True)
+    from lanner.commands.demo_workload import QUEUES
+
     longest = max((max(r.waits or [0]) for r in reports.values()), default=0.0)
     for queue in QUEUES:
         report = reports.get(queue.name, QueueReport(0, 0, [], []))

@@ -85,15 +85,22 @@ def job_summary(job: Job | RecurringJob, state: str) -> dict[str, Any]:
         "state": state,
         "klass": job.klass,
         "priority": job.priority,
+        "due": job.due if isinstance(job, Job) else None,
     }
 
 
 def jobs_table(found: Sequence[Mapping[str, Any]], state: str, queue: str | None) -> Table:
-    """Jids, klasses and priorities; the queue too when listing every queue."""
+    """Jids, klasses and priorities; the queue too when listing every queue; when each
+    scheduled job is due."""
     fields = ["jid", "klass", "priority"] if queue else ["jid", "queue", "klass", "priority"]
     columns = [text("jid", no_wrap=True), *(text(f) for f in fields[1:-1]), number("pri")]
+    rows = [[j[f] for f in fields] for j in found]
+    if state == "scheduled":
+        columns.append(text("due (UTC)", no_wrap=True))
+        for row, j in zip(rows, found, strict=True):
+            row.append(utc(j["due"]) if j["due"] is not None else "")
     title = f"{state} jobs" + (f" in {queue!r}" if queue else "")
-    return table(columns, [[j[f] for f in fields] for j in found], title=title)
+    return table(columns, rows, title=title)
 
 
 @click.command("jobs")
@@ -154,7 +161,9 @@ def job_document(job: Job) -> dict[str, Any]:
         "remaining": job.remaining,
         "worker": job.worker,
         "expires": job.expires,
+        "due": job.due,
         "data": decoded(job.data),
+        "result": decoded(job.result) if job.result is not None else None,
         "failure": asdict(job.failure) if job.failure else None,
         "dependencies": list(job.dependencies),
         "dependents": list(job.dependents),
@@ -172,6 +181,8 @@ def job_fields(job: Job) -> Iterator[tuple[str, object]]:
         ("tags", ", ".join(job.tags)),
         ("worker", job.worker),
         ("lock expires", f"{utc(job.expires)} UTC" if job.worker and job.expires else ""),
+        ("due", f"{utc(job.due)} UTC" if job.due is not None else ""),
+        ("result", job.result or ""),
         ("depends on", ", ".join(job.dependencies)),
         ("dependents", ", ".join(job.dependents)),
         ("spawned from", job.spawned_from_jid or ""),

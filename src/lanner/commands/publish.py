@@ -7,7 +7,6 @@ that type, is a usage error (exit status 2), as is JSON's non-standard NaN and I
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -15,13 +14,11 @@ import click
 from rich.console import Console
 
 from lanner.commands.common import connection_options, session
+from lanner.errors import MalformedArgument
 from lanner.task import find_task
+from lanner.values import strict_json
 
 __all__ = ["COMMANDS"]
-
-
-def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
 
 
 def json_value(kind: type, label: str) -> Callable[[click.Context, click.Parameter, str], Any]:
@@ -29,9 +26,9 @@ def json_value(kind: type, label: str) -> Callable[[click.Context, click.Paramet
 
     def parse(ctx: click.Context, param: click.Parameter, value: str) -> Any:
         try:
-            parsed = json.loads(value, parse_constant=_reject_constant)
-        except ValueError as error:
-            raise click.BadParameter(f"not valid JSON: {error}") from None
+            parsed = strict_json(value, "it")
+        except MalformedArgument as error:
+            raise click.BadParameter(str(error)) from None
         if not isinstance(parsed, kind):
             raise click.BadParameter(f"must be a JSON {label}, not {value!r}")
         return parsed
@@ -74,7 +71,7 @@ def publish_command(
     tags: tuple[str, ...],
 ) -> None:
     """Publish a run of TASK (its dotted name) with ARGS_JSON, a JSON array; print its jid."""
-    with session(app_path, broker) as app:
+    with session(app_path, broker, create=True) as app:
         task_class = find_task(task)
         if task_class is None:
             raise click.ClickException(

@@ -27,7 +27,7 @@ def pausing_command(pause: bool) -> click.Command:
     @click.argument("queues", nargs=-1, required=True)
     @connection_options
     def command(app_path: str | None, broker: str | None, queues: tuple[str, ...]) -> None:
-        with session(app_path, broker) as app:
+        with session(app_path, broker, create=True) as app:
             (app.engine.pause if pause else app.engine.unpause)(list(queues))
         say(f"{verb}d {', '.join(queues)}")
 

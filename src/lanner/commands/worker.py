@@ -14,10 +14,11 @@ from lanner.worker import logs
 
 
 def choose_queues(app: App, names: str | None, path: str | None) -> tuple[QueueConfig, ...]:
-    """`--queues FILE`, else the configured queues named by `-Q` (or new ones), else all."""
-    configured = load_queue_config(path) if path else app.queues
+    """`--queues FILE`, else the configured queues named by `-Q` (or new ones), else the
+    configured queues and those of the app's tasks."""
     if not names:
-        return configured
+        return load_queue_config(path) if path else app.served_queues()
+    configured = load_queue_config(path) if path else app.queues
     wanted = [name.strip() for name in names.split(",") if name.strip()]
     by_name = {queue.name: queue for queue in configured}
     if all(name in by_name for name in wanted):
@@ -28,16 +29,29 @@ def choose_queues(app: App, names: str | None, path: str | None) -> tuple[QueueC
 @click.command()
 @app_option
 @broker_option
-@click.option("-Q", "--queues-list", "queue_names", metavar="Q1,Q2", help="Queues to serve.")
+@click.option(
+    "-Q",
+    "--queues-list",
+    "queue_names",
+    metavar="Q1,Q2",
+    help="Queues to serve (default: the configured ones, and those of the app's tasks).",
+)
 @click.option("--queues", "queue_file", metavar="FILE", help="Queue config YAML (Kale's format).")
-@click.option("-c", "--concurrency", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("-c", "--concurrency", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Worker processes to run (each runs one task at a time).")  # fmt: skip
 @click.option("--selector", metavar="NAME", help="Queue selector (default: reduced-lottery).")
 @click.option("--max-tasks-per-child", type=click.IntRange(min=1), help="Recycle after N tasks.")
 @click.option("--max-memory-per-child", type=click.IntRange(min=1), metavar="MB",
               help="Recycle a child whose memory passes MB.")  # fmt: skip
 @click.option("--shutdown-timeout", type=click.FloatRange(min=0), metavar="S",
               help="Seconds running tasks get on SIGTERM before children are killed.")  # fmt: skip
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="DEBUG also logs each job done, with its run time.",
+)
 def worker(
     app_path: str | None,
     broker: str | None,

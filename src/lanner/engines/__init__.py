@@ -8,6 +8,7 @@ rediss://user:password@host:6380/0                           (TLS, certificates 
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from urllib.parse import parse_qsl, urlsplit
 
@@ -23,20 +24,16 @@ def open_engine(url: str, *, max_wait: float | None = None) -> Engine:
     """
     if not isinstance(url, str):
         raise MalformedArgument(f"broker URL must be a str, not {type(url).__name__}")
-    scheme, _, rest = url.partition("://")
-    if scheme == "sqlite":
+    scheme = url.partition("://")[0]
+    path = sqlite_path(url)
+    if path is not None:
         from lanner.engines.sqlite import SQLiteEngine, SQLiteOptions
 
-        parts = urlsplit(url)
-        path = rest.split("?", 1)[0]
-        if not path.startswith("/") or len(path) < 2:
-            raise MalformedArgument(
-                f"bad SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute.db"
-            )
-        options = SQLiteOptions.from_query(dict(parse_qsl(parts.query, strict_parsing=False)))
+        query = dict(parse_qsl(urlsplit(url).query, strict_parsing=False))
+        options = SQLiteOptions.from_query(query)
         if max_wait is not None:
             options = replace(options, busy_timeout=min(options.busy_timeout, max_wait))
-        return SQLiteEngine(path[1:], options)
+        return SQLiteEngine(path, options)
     if scheme in ("redis", "rediss"):
         # Imported only here: redis-py is an optional dependency (lanner[redis]).
         from lanner.engines.redis.connection import impatient, parse_url
@@ -46,5 +43,24 @@ def open_engine(url: str, *, max_wait: float | None = None) -> Engine:
             return RedisEngine(url)
         return RedisEngine(url, options=impatient(parse_url(url)[1], max_wait))
     raise MalformedArgument(
-        f"unknown broker URL scheme {scheme!r} in {url!r}; known: sqlite, redis, rediss"
+        f"unknown broker URL scheme {scheme!r} in {shown_url(url)!r}; known: sqlite, redis, rediss"
     )
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file a `sqlite://` URL names (relative to the working directory, or absolute),
+    or None for another scheme."""
+    scheme, _, rest = url.partition("://")
+    if scheme != "sqlite":
+        return None
+    path = rest.split("?", 1)[0]
+    if not path.startswith("/") or len(path) < 2:
+        raise MalformedArgument(
+            f"bad SQLite URL {url!r}: use sqlite:///relative.db or sqlite:////absolute.db"
+        )
+    return path[1:]
+
+
+def shown_url(url: str) -> str:
+    """A broker URL as logs and messages show it: without its password."""
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)

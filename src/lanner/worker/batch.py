@@ -24,6 +24,7 @@ class Batch:
         self._lock = threading.Lock()
         self._unstarted = deque(jobs)
         self._done: list[str] = []
+        self._results: dict[str, str] = {}  # of the jobs in `_done` that keep one
         self._done_since = 0.0  # when the oldest job of `_done` finished (monotonic)
 
     def take(self) -> Job | None:
@@ -42,20 +43,23 @@ class Batch:
         with self._lock:
             return len(self._unstarted)
 
-    def ran(self, jid: str) -> None:
-        """`jid` ran successfully: it waits to be completed."""
+    def ran(self, jid: str, result: str | None = None) -> None:
+        """`jid` ran successfully (keeping `result`, JSON text): it waits to be completed."""
         with self._lock:
             if not self._done:
                 self._done_since = time.monotonic()
             self._done.append(jid)
+            if result is not None:
+                self._results[jid] = result
 
     def done_for(self) -> float:
         """How long the oldest job waiting to be completed has waited (0: none waits)."""
         with self._lock:
             return time.monotonic() - self._done_since if self._done else 0.0
 
-    def take_done(self) -> list[str]:
-        """The jobs waiting to be completed, now the caller's to complete."""
+    def take_done(self) -> tuple[list[str], dict[str, str]]:
+        """The jobs waiting to be completed, and their results: the caller's to complete."""
         with self._lock:
             done, self._done = self._done, []
-            return done
+            results, self._results = self._results, {}
+            return done, results

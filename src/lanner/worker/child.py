@@ -38,6 +38,13 @@ class JobStarted(NamedTuple):
     retry_delay: float | None  # None: no retry left
 
 
+class JobStopping(NamedTuple):
+    """The job is no longer the child's (cancelled, lock lost): its task was told to stop."""
+
+    jid: str
+    why: str
+
+
 class JobFinished(NamedTuple):
     jid: str
     succeeded: bool  # True: it waits to be completed
@@ -55,7 +62,15 @@ class WorkerExiting(NamedTuple):
     reason: str
 
 
-Report = BatchPopped | JobStarted | JobFinished | JobsCompleted | BatchSettled | WorkerExiting
+Report = (
+    BatchPopped
+    | JobStarted
+    | JobStopping
+    | JobFinished
+    | JobsCompleted
+    | BatchSettled
+    | WorkerExiting
+)
 
 
 class PipeReporter:
@@ -74,6 +89,9 @@ class PipeReporter:
 
     def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
         self._send(JobStarted(jid, deadline, retry_delay))
+
+    def stopping(self, jid: str, why: str) -> None:
+        self._send(JobStopping(jid, why))
 
     def finished(self, jid: str, succeeded: bool) -> None:
         self._send(JobFinished(jid, succeeded))

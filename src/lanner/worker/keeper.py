@@ -2,6 +2,9 @@
 
 While a task runs, the keeper
 - heartbeats the running job's lock every third of it, so a long task keeps its job;
+- looks at the job every CHECK_EVERY_SEC once it has run that long: a job cancelled,
+  failed or handed to another worker (its lock lost) is no longer this task's, and the
+  keeper says so (`on_gone`), which stops the task;
 - runs the loop's batch duty every BATCH_TICK_SEC while a batch is in hand: give back the
   unstarted rest of a batch held too long, complete jobs that ran (see loop.py).
 
@@ -19,12 +22,28 @@ from collections.abc import Callable
 from typing import Final
 
 from lanner.engine import Engine
-from lanner.errors import LannerError
+from lanner.errors import JobNotFound, LannerError, LockLost
+from lanner.job import JobState
 
 logger = logging.getLogger("lanner.worker")
 
 BATCH_TICK_SEC: Final = 0.05
 """How often the batch duty runs while a batch is in hand."""
+CHECK_EVERY_SEC: Final = 1.0
+"""How often a running job is looked at: how soon a cancel reaches its task."""
+
+
+class _Watched:
+    """The running job: when it was last heartbeaten, last looked at."""
+
+    __slots__ = ("beat_every", "gone", "jid", "last_beat", "last_check", "on_gone")
+
+    def __init__(self, jid: str, beat_every: float, on_gone: Callable[[str, str], None]) -> None:
+        self.jid = jid
+        self.beat_every = beat_every
+        self.on_gone = on_gone
+        self.last_beat = self.last_check = time.monotonic()
+        self.gone = False
 
 
 class Keeper:
@@ -33,20 +52,26 @@ class Keeper:
     def __init__(self, engine: Callable[[], Engine], worker: str) -> None:
         self._engine = engine  # the worker's, opened by the time a job runs
         self._worker = worker
-        self._watched: tuple[str, float, float] | None = None  # jid, interval, last beat
+        self._watched: _Watched | None = None
         self._period = 1.0
         self._duty: Callable[[], None] | None = None  # the batch duty, while a batch is kept
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopped = False
 
-    def watch(self, jid: str | None, lock_seconds: float = 60.0) -> None:
-        """Heartbeat `jid`'s lock from now on (None: nothing runs)."""
+    def watch(
+        self,
+        jid: str | None,
+        lock_seconds: float = 60.0,
+        on_gone: Callable[[str, str], None] = lambda jid, why: None,
+    ) -> None:
+        """Keep `jid` from now on (None: nothing runs); `on_gone(jid, why)` once it is no
+        longer this worker's to run."""
         if jid is None:
             self._watched = None
             return
-        self._period = min(lock_seconds / 9, 1.0)
-        self._watched = (jid, lock_seconds / 3, time.monotonic())
+        self._period = min(lock_seconds / 9, CHECK_EVERY_SEC)
+        self._watched = _Watched(jid, lock_seconds / 3, on_gone)
         self._start()
 
     def keep(self, duty: Callable[[], None] | None) -> None:
@@ -79,16 +104,39 @@ class Keeper:
             duty = self._duty
             if duty is not None:
                 self._attempt("the batch duty", duty)
-            self._beat()
+            watched = self._watched
+            if watched is not None and not watched.gone:
+                self._keep_running(watched)
 
-    def _beat(self) -> None:
-        watched = self._watched
-        if watched is None or time.monotonic() - watched[2] < watched[1]:
-            return
-        jid = watched[0]
-        self._attempt(f"heartbeat of {jid}", lambda: self._engine().heartbeat(jid, self._worker))
-        if self._watched is watched:
-            self._watched = (jid, watched[1], time.monotonic())
+    def _keep_running(self, watched: _Watched) -> None:
+        now = time.monotonic()
+        why: str | None = None
+        try:
+            if now - watched.last_beat >= watched.beat_every:
+                watched.last_beat = now
+                self._engine().heartbeat(watched.jid, self._worker)
+            elif now - watched.last_check >= CHECK_EVERY_SEC:
+                watched.last_check = now
+                why = self._not_ours(watched.jid)
+        except (LockLost, JobNotFound) as lost:
+            why = str(lost)
+        except LannerError as error:
+            logger.warning("keeping job %s: %s", watched.jid, error)
+        except Exception:
+            logger.exception("keeping job %s", watched.jid)
+        if why is not None and self._watched is watched:
+            watched.gone = True
+            watched.on_gone(watched.jid, why)
+
+    def _not_ours(self, jid: str) -> str | None:
+        """Why the job is no longer this worker's to run, or None if it still is."""
+        job = self._engine().get(jid)
+        if job is None:
+            return "it was cancelled"
+        if job.state != JobState.RUNNING or job.worker != self._worker:
+            holder = f" by {job.worker}" if job.worker else ""
+            return f"its lock was lost: it is {job.state}{holder}"
+        return None
 
     @staticmethod
     def _attempt(what: str, action: Callable[[], object]) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import sys
 from typing import Final
 
-current_jid: contextvars.ContextVar[str] = contextvars.ContextVar("lanner_jid", default="-")
+from lanner.context import current_job
 
 FORMAT: Final = (
     "%(asctime)s %(processName)s[%(process)d] %(levelname)s jid=%(jid)s %(name)s: %(message)s"
@@ -18,7 +17,8 @@ class JobIdFilter(logging.Filter):
     """Adds `jid`, the job being run in this process (or '-'), to every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.jid = current_jid.get()
+        job = current_job()
+        record.jid = job.jid if job is not None else "-"
         return True
 
 

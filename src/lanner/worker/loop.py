@@ -31,28 +31,32 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lanner.engine import Engine
+from lanner import context
+from lanner.codec import encode_result
+from lanner.engine import Capability, Engine
 from lanner.errors import (
+    JobCancelled,
     JobNotFound,
     LannerError,
     LockLost,
+    ResultError,
+    TaskFailed,
     TimeoutException,
 )
 from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
 from lanner.task import Task
+from lanner.worker import interrupt
 from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
 from lanner.worker.keeper import Keeper
-from lanner.worker.logs import current_jid
 from lanner.worker.outage import Outage
 from lanner.worker.processes import kill_strays
-from lanner.worker.timelimit import time_limit
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -89,6 +93,8 @@ class Reporter(Protocol):
 
     def started(self, jid: str, deadline: float, retry_delay: float | None) -> None: ...
 
+    def stopping(self, jid: str, why: str) -> None: ...
+
     def finished(self, jid: str, succeeded: bool) -> None: ...
 
     def completed(self, jids: Sequence[str]) -> None: ...
@@ -101,6 +107,9 @@ class NoReporter:
         pass
 
     def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
+        pass
+
+    def stopping(self, jid: str, why: str) -> None:
         pass
 
     def finished(self, jid: str, succeeded: bool) -> None:
@@ -135,9 +144,12 @@ class WorkerLoop:
         reporter: Reporter | None = None,
         limits: Limits | None = None,
         configure: bool = True,
+        on_error: Callable[[Job, BaseException], None] | None = None,
     ) -> None:
         """`configure=False`: the queues' settings are already in the engine (a pool stores
-        them once for all its processes)."""
+        them once for all its processes). `on_error(job, error)` is told of each task
+        error, and of each job that could not reach its task (as a `TaskFailed`), after
+        the job was retried or failed as usual."""
         if not queues:
             raise ValueError("a worker needs at least one queue")
         self.app = app
@@ -153,9 +165,11 @@ class WorkerLoop:
         self._ready: tuple[float, frozenset[str]] = (0.0, frozenset())
         self._keeper = Keeper(lambda: self.engine, self.worker)
         self._configured = not configure
+        self._on_error = on_error
         self._runtime: dict[str, float] = {}  # queue -> running mean of its jobs' run time
-        # Jobs that ran but could not be completed (the store was away), by queue.
-        self._undone: dict[str, list[str]] = {}
+        # Jobs that ran but could not be completed (the store was away), by queue, with
+        # the results they keep.
+        self._undone: dict[str, tuple[list[str], dict[str, str]]] = {}
         self._undone_lock = threading.Lock()
 
     @property
@@ -272,8 +286,7 @@ class WorkerLoop:
                     self._release([j.jid for j in rest], queue.name, "worker stopping")
                     break
                 started = time.monotonic()
-                if self.run_job(queue, job):
-                    batch.ran(job.jid)
+                self.run_job(queue, job, batch)
                 self._learn(queue.name, time.monotonic() - started)
                 if batch.done_for() >= COMPLETE_WITHIN_SEC:
                     self._complete(batch)
@@ -307,17 +320,19 @@ class WorkerLoop:
         )
 
     def _complete(self, batch: Batch) -> None:
-        jids = batch.take_done()
+        jids, results = batch.take_done()
         if jids:
-            self._settle(batch.queue, jids)
+            self._settle(batch.queue, jids, results)
 
-    def _settle(self, queue: str, jids: list[str]) -> None:
+    def _settle(self, queue: str, jids: list[str], results: dict[str, str]) -> None:
         """Complete jobs that ran; kept for a later try if the store is away."""
         try:
-            done = self.engine.complete_many(jids, self.worker, queue)
+            done = self.engine.complete_many(jids, self.worker, queue, results=results or None)
         except LannerError:
             with self._undone_lock:
-                self._undone.setdefault(queue, []).extend(jids)
+                jobs, kept = self._undone.setdefault(queue, ([], {}))
+                jobs.extend(jids)
+                kept.update(results)
             raise
         self.reporter.completed(jids)
         if len(done) < len(jids):
@@ -332,8 +347,8 @@ class WorkerLoop:
         """Complete the jobs that ran while the store was away."""
         with self._undone_lock:
             undone, self._undone = self._undone, {}
-        for queue, jids in undone.items():
-            self._settle(queue, jids)
+        for queue, (jids, results) in undone.items():
+            self._settle(queue, jids, results)
 
     def _release(self, jids: list[str], queue: str, why: str, delay: float = 0.0) -> None:
         released = self.engine.release(jids, self.worker, queue, delay=delay)
@@ -341,32 +356,34 @@ class WorkerLoop:
             logger.info("released %d job(s) (%s): %s", len(released), why, released)
 
     # -- one job --------------------------------------------------------------------------
-    def run_job(self, queue: QueueConfig, job: Job) -> bool:
-        """Run one job; True if it succeeded (its completion is left to the batch)."""
-        token = current_jid.set(job.jid)
+    def run_job(self, queue: QueueConfig, job: Job, batch: Batch) -> None:
+        """Run one job; if it succeeds, its completion is left to the batch."""
+        token = context.running_job(job)
         try:
             try:
                 task_class, payload, args, kwargs = admit(job, self.engine.max_data_bytes, self.app)
             except Rejected as rejected:
                 logger.error("job %s (%s) cannot run: %s", job.jid, job.klass, rejected.message)
                 self._fail(job, rejected.group, rejected.message)
-                return False
+                if self._on_error is not None:
+                    self._on_error(job, TaskFailed(job.jid, rejected.group, rejected.message))
+                return
             if time.time() + task_class.time_limit > job.expires and not self._extend(job):
-                return False
+                return
             try:
                 task = task_class(job, payload)
                 run_now = task.should_run_task(*args, **kwargs)
             except Exception as error:  # the task's own code: handled like run_task's errors
                 self._after_failure(task_class, None, job, error)
-                return False
+                return
             if not run_now:
                 deferrals = sum(1 for event in job.history if event.what == "released")
                 self._release([job.jid], job.queue, "should_run_task() said no",
                               delay=self.app.settings.retry_delay(deferrals))  # fmt: skip
-                return False
-            return self._execute(queue, job, task, args, kwargs)
+                return
+            self._execute(queue, job, task, args, kwargs, batch)
         finally:
-            current_jid.reset(token)
+            context.reset(token)
 
     def _extend(self, job: Job) -> bool:
         """Extend the lock of a job whose time limit would outlast it; False if it is lost.
@@ -389,27 +406,46 @@ class WorkerLoop:
         task: Task,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
-    ) -> bool:
+        batch: Batch,
+    ) -> None:
         retry_delay = self._retry_delay(job)
         self.reporter.started(job.jid, time.time() + task.time_limit, retry_delay)
-        self._keeper.watch(job.jid, queue.visibility_timeout_sec)
+        self._keeper.watch(job.jid, queue.visibility_timeout_sec, self._stop_task)
+        started = time.monotonic()
         try:
-            with time_limit(task.time_limit):
-                task.run(*args, **kwargs)
-        except Exception as error:
+            with interrupt.running(job.jid, task.time_limit):
+                value = task.run(*args, **kwargs)
+            result = self._result(type(task), value)
+        except (Exception, SystemExit, KeyboardInterrupt) as error:  # the task's, all of them
             self._exit_if_forked()
             self._keeper.watch(None)  # before retry/fail: no heartbeat of a released lock
-            if isinstance(error, TimeoutException) and (killed := kill_strays()):
+            if isinstance(error, TimeoutException | JobCancelled) and (killed := kill_strays()):
                 logger.warning("killed %d process(es) job %s left running", killed, job.jid)
             self._after_failure(type(task), task, job, error)
             self.reporter.finished(job.jid, succeeded=False)
-            return False
+            return
         finally:
             self._exit_if_forked()
             self._keeper.watch(None)
             self.processed += 1
+        batch.ran(job.jid, result)
+        logger.debug("job %s (%s) done in %.3f s", job.jid, job.klass, time.monotonic() - started)
         self.reporter.finished(job.jid, succeeded=True)
-        return True
+
+    def _stop_task(self, jid: str, why: str) -> None:
+        """The keeper's word that the running job is no longer this worker's: stop its task
+        (`JobCancelled`), and tell the supervisor, which kills it if it does not stop."""
+        if interrupt.stop(jid, JobCancelled(f"job {jid}: {why}")):
+            logger.warning("job %s: %s; its task is stopped", jid, why)
+            self.reporter.stopping(jid, why)
+
+    def _result(self, task_class: type[Task], value: Any) -> str | None:
+        """What the job keeps of its task's return value: JSON text, if the task keeps one
+        and the engine can (`ResultError` if it cannot travel as JSON)."""
+        keeps = task_class.keeps_result(self.app)
+        if not keeps or Capability.RESULTS not in self.engine.capabilities:
+            return None
+        return encode_result(value, task_class.name)
 
     def _exit_if_forked(self) -> None:
         """A copy of this process a task forked, back from the task: it must never act as
@@ -427,8 +463,22 @@ class WorkerLoop:
         return float(self.app.settings.retry_delay(job.retries - job.remaining))
 
     def _after_failure(
-        self, task_class: type[Task], task: Task | None, job: Job, error: Exception
+        self, task_class: type[Task], task: Task | None, job: Job, error: BaseException
     ) -> None:
+        if isinstance(error, JobCancelled):
+            logger.info("job %s stopped: %s", job.jid, error)
+            return  # gone, or another worker's now: nothing of this run is kept
+        self._settle_failure(task_class, task, job, error)
+        if self._on_error is not None:
+            self._on_error(job, error)
+
+    def _settle_failure(
+        self, task_class: type[Task], task: Task | None, job: Job, error: BaseException
+    ) -> None:
+        """Retry the job, or fail it into its group, as its task's settings say."""
+        if isinstance(error, ResultError):
+            self._fail(job, "lanner-unserializable-result", str(error))
+            return
         if isinstance(error, TimeoutException) and task is not None:
             task._kill_runtime_exceeded()
         details = traceback.format_exc()

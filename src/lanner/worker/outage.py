@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from lanner.engines import shown_url
 from lanner.errors import LannerError
 
 logger = logging.getLogger("lanner.worker")
@@ -42,7 +43,7 @@ class Outage:
     """What one process knows of the store's absence: since when, and how long to wait."""
 
     def __init__(self, store: str, first_pause: float = 0.5) -> None:
-        self.store = store
+        self.store = shown_url(store)
         self.backoff = Backoff(first_pause)
         self.since: float | None = None  # wall time of the first failure, None: no outage
 

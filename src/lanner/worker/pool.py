@@ -6,7 +6,8 @@ The supervisor
 - recycles a child after `max_tasks_per_child` tasks or `max_memory_per_child_mb` of RSS
   (the child finishes its task, gives back its batch and exits; a new one starts);
 - kills a child (its whole process group) whose task runs `time_limit_grace` seconds past
-  its time limit (stuck in C code, or ignoring TimeLimitExceeded);
+  its time limit (stuck in C code, or ignoring TimeLimitExceeded), or past the moment it
+  was told to stop because its job was cancelled or its lock lost (JobCancelled);
 - gives back a dead child's jobs at once instead of waiting for locks to expire
   (recovery.py), and completes the finished jobs of a child that stopped answering;
 - on SIGTERM or SIGINT shuts down warm: children finish their running task within
@@ -37,6 +38,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Final
 
 from lanner.engine import Engine
+from lanner.engines import shown_url
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.worker.child import (
@@ -46,6 +48,7 @@ from lanner.worker.child import (
     JobFinished,
     JobsCompleted,
     JobStarted,
+    JobStopping,
     Report,
     WorkerExiting,
     child_main,
@@ -68,6 +71,9 @@ stuck) are completed by the supervisor on its behalf, before their locks run out
 YOUNG_DEATH_SEC: Final = 1.0
 """A child that dies younger than this is replaced after a growing pause."""
 
+CHORE_LAST_TRY_SEC: Final = 1.0
+"""At shutdown, chores get at least this long after the children are gone."""
+
 
 @dataclass(frozen=True, slots=True)
 class PoolCounts:
@@ -89,6 +95,7 @@ class _Child:
     finished: dict[str, float] = field(default_factory=dict)  # jid -> when; not completed
     exited_cleanly: bool = False
     killed_for: str = ""
+    stopping: str = ""  # why its running job's task was told to stop (cancelled, ...)
 
 
 class WorkerPool:
@@ -146,8 +153,9 @@ class WorkerPool:
         self._spawns_due = [time.monotonic()] * self.concurrency
         self._spawn_due()
         logger.info(
-            "pool started: %d processes, queues %s, selector %s",
-            self.concurrency, ", ".join(q.name for q in self.queues), self.selector,
+            "pool started: %d processes on %s, queues %s, selector %s", self.concurrency,
+            shown_url(self.app.settings.broker), ", ".join(q.name for q in self.queues),
+            self.selector,
         )  # fmt: skip
 
     def run(self) -> None:
@@ -262,8 +270,12 @@ class WorkerPool:
                 child.queue, child.batch = queue, list(jids)
             case JobStarted():
                 child.running = report
+            case JobStopping(jid, why) if child.running and child.running.jid == jid:
+                # Killed after the grace unless its task stops: as if its time ran out now.
+                child.running = child.running._replace(deadline=time.time())
+                child.stopping = why
             case JobFinished(jid, succeeded):
-                child.running = None
+                child.running, child.stopping = None, ""
                 if jid in child.batch:
                     child.batch.remove(jid)
                 if succeeded:
@@ -338,9 +350,15 @@ class WorkerPool:
             if child.running is None or child.killed_for:
                 continue
             if now > child.running.deadline + self.time_limit_grace:
+                late = f"{self.time_limit_grace:g} s"
                 child.killed_for = (
-                    f"job {child.running.jid} ran {self.time_limit_grace:g} s past its time "
-                    "limit; its process was killed"
+                    f"job {child.running.jid} "
+                    + (
+                        f"did not stop {late} after {child.stopping}"
+                        if child.stopping
+                        else f"ran {late} past its time limit"
+                    )
+                    + "; its process was killed"
                 )
                 logger.error("worker %s: %s", child.worker, child.killed_for)
                 kill_group(pid)
@@ -351,8 +369,11 @@ class WorkerPool:
             kill_group(pid)
 
     def _finish_chores(self) -> None:
-        """At shutdown, do what is owed while the store answers, for up to the timeout."""
-        deadline = time.monotonic() + self.shutdown_timeout
+        """At shutdown, do what is owed while the store answers, until the shutdown timeout
+        (counted from the stop: a shutdown never takes twice its timeout), and at least one
+        short try."""
+        since = self._stopping_since if self._stopping_since is not None else time.monotonic()
+        deadline = max(since + self.shutdown_timeout, time.monotonic() + CHORE_LAST_TRY_SEC)
         while len(self._chores) and time.monotonic() < deadline:
             self._chores.run()
             time.sleep(0.05)

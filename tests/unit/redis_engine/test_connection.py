@@ -11,6 +11,7 @@ import redis
 
 from lanner import (
     Capability,
+    ConfigError,
     EngineUnavailable,
     InvalidState,
     JobNotFound,
@@ -190,6 +191,43 @@ def test_opening_an_engine_on_a_server_that_is_away_is_engine_unavailable(
     server.stop()
     with pytest.raises(EngineUnavailable, match="cannot reach"):
         RedisEngine(server.url + "?retries=1&backoff_base=0.01")
+
+
+def test_the_first_failure_to_reach_a_server_is_said_at_once(
+    redis_server_factory: Callable[..., RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    server = redis_server_factory()
+    server.stop()
+    with caplog.at_level("WARNING", logger="lanner.redis"), pytest.raises(EngineUnavailable):
+        RedisEngine(server.url + "?retries=2&backoff_base=0.01")
+    said = [m for m in caplog.messages if m.startswith(f"cannot reach {server.url}")]
+    assert len(said) == 1
+    assert said[0].endswith("; retrying")
+
+
+def test_a_database_the_server_does_not_have_is_a_config_error(redis_url: str) -> None:
+    url = redis_url.rsplit("/", 1)[0] + "/999"
+    with pytest.raises(ConfigError, match="the server has no database 999"):
+        RedisEngine(url)
+
+
+def test_a_server_that_does_not_speak_redis_is_engine_unavailable() -> None:
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+
+        def answer_http() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.recv(1024)
+                connection.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        threading.Thread(target=answer_http, daemon=True).start()
+        with pytest.raises(EngineUnavailable, match="does not answer as Redis does"):
+            RedisEngine(f"redis://127.0.0.1:{port}/0?retries=0")
 
 
 @pytest.mark.parametrize(

@@ -26,10 +26,12 @@ from .world import (
     WLBoomOnce,
     WLCustomFatal,
     WLEcho,
+    WLExits,
     WLFatal,
     WLKeyError,
     WLKwargs,
     WLNoRetries,
+    WLReturns,
     World,
     Worlds,
     comes_back_after,
@@ -320,3 +322,60 @@ def test_decorated_functions_run(world: World) -> None:
     assert results == [30, 3, 300, 3000]  # priority 10 first
     for jid in (first, second, third, fourth):
         assert world.get(jid).state == JobState.COMPLETE
+
+
+@pytest.mark.parametrize(
+    ("how", "group", "reason"),
+    [("exit", "SystemExit", "the task called sys.exit"), ("interrupt", "KeyboardInterrupt", "")],
+)
+def test_a_task_that_exits_or_is_interrupted_fails_with_the_reason_and_the_worker_goes_on(
+    world: World, how: str, group: str, reason: str
+) -> None:
+    jid = world.app.publish(WLExits, [how])
+    after = world.app.publish(WLEcho, ["after"])
+
+    world.work()
+
+    job = world.get(jid)
+    assert job.failure is not None
+    assert (job.state, job.failure.group) == (JobState.FAILED, group)
+    assert job.failure.message.strip().endswith(f"{group}: {reason}" if reason else group)
+    assert world.get(after).state == JobState.COMPLETE
+
+
+def test_a_kept_result_is_stored_with_the_completed_job(world: World) -> None:
+    jid = world.app.publish(WLReturns, [{"rows": [1, 2]}])
+    world.work()
+    job = world.get(jid)
+    assert (job.state, job.result) == (JobState.COMPLETE, '{"rows":[1,2]}')
+
+
+def test_a_result_that_is_not_json_fails_the_job_into_its_own_group(world: World) -> None:
+    jid = world.app.publish(WLReturns, [None])
+    world.app.publish(WLEcho, ["after"])
+    calls: list[object] = []
+    real = WLReturns.run_task
+
+    def returns_bytes(self: WLReturns, value: object) -> object:
+        calls.append(value)
+        return b"\x00raw"
+
+    WLReturns.run_task = returns_bytes  # type: ignore[method-assign]
+    try:
+        world.work()
+    finally:
+        WLReturns.run_task = real  # type: ignore[method-assign]
+    job = world.get(jid)
+    assert job.failure is not None
+    assert (job.state, job.failure.group) == (JobState.FAILED, "lanner-unserializable-result")
+    assert "bytes" in job.failure.message
+    assert calls == [None]
+
+
+def test_a_successful_job_logs_its_run_time_at_debug(
+    world: World, caplog: pytest.LogCaptureFixture
+) -> None:
+    jid = world.app.publish(WLEcho, ["x"])
+    with caplog.at_level("DEBUG", logger="lanner.worker"):
+        world.work()
+    assert any(f"job {jid} ({WLEcho.name}) done in" in line for line in caplog.messages)

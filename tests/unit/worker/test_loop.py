@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+import lanner
 from lanner import EngineUnavailable, Job, JobState
 from lanner.task import Task
+from lanner.worker import interrupt
 from lanner.worker.loop import Limits, WorkerLoop
 
 from .world import (
@@ -18,6 +20,7 @@ from .world import (
     PEEK,
     STOP,
     WLBoom,
+    WLCancelled,
     WLDeferred,
     WLEcho,
     WLForker,
@@ -66,9 +69,9 @@ def test_the_successes_of_a_batch_complete_in_one_call(
     calls: list[list[str]] = []
     real = world.engine.complete_many
 
-    def spy(jids: Any, worker: str, queue: str, *, now: float | None = None) -> list[str]:
+    def spy(jids: Any, worker: str, queue: str, **options: Any) -> list[str]:
         calls.append(list(jids))
-        done: list[str] = real(jids, worker, queue, now=now)
+        done: list[str] = real(jids, worker, queue, **options)
         return done
 
     monkeypatch.setattr(world.engine, "complete_many", spy)
@@ -318,3 +321,56 @@ def test_the_loop_waits_out_an_engine_outage_and_carries_on(
 
     assert failures == [0]
     assert world.get(jid).state == JobState.COMPLETE
+
+
+# -- cancel and lock loss reach the running task -------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["cancel", "timeout"])
+def test_a_job_taken_away_while_it_runs_stops_its_task_within_a_check(
+    world: World, how: str
+) -> None:
+    jid = world.app.publish(WLCancelled)
+    after = world.app.publish(WLEcho, ["after"])
+    other = lanner.open_engine(world.url)
+    taken_at: list[float] = []
+
+    def take_away() -> None:
+        taken_at.append(time.monotonic())
+        other.cancel([jid]) if how == "cancel" else other.timeout([jid])
+
+    STOP.append(take_away)
+    try:
+        world.work()
+    finally:
+        other.close()
+
+    [(_, stopped_jid, why)] = events("stopped")
+    assert stopped_jid == jid
+    assert ("cancelled" if how == "cancel" else "lock was lost") in why
+    assert ("stopping", jid, why.partition(": ")[2]) in world.recorder.reports
+    assert ("finished", jid, False) in world.recorder.reports
+    job = world.engine.get(jid)
+    if how == "cancel":
+        assert job is None
+    else:
+        assert job is not None
+        assert job.state == JobState.STALLED  # not completed, retried nor failed by us
+        assert "done" not in whats(job)
+        world.engine.cancel([jid])  # not to be run again below
+    assert world.get(after).state == JobState.WAITING  # given back while the task ran
+    world.work()
+    assert world.get(after).state == JobState.COMPLETE
+
+
+def test_a_stop_for_a_task_that_no_longer_runs_is_ignored() -> None:
+    assert not interrupt.stop("not-running", lanner.JobCancelled("late"))
+
+    def stop_a_then_wait() -> None:
+        interrupt.stop("a", lanner.JobCancelled("meant for a"))
+        time.sleep(1)
+
+    with interrupt.running("a", 5.0):
+        assert not interrupt.stop("b", lanner.JobCancelled("meant for b"))
+        with pytest.raises(lanner.JobCancelled, match="meant for a"):
+            stop_a_then_wait()

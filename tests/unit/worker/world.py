@@ -18,6 +18,7 @@ import pytest
 
 from lanner import Engine, Job, JobState
 from lanner.app import App
+from lanner.errors import JobCancelled
 from lanner.exceptions import BlacklistedException, TimeLimitExceeded
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
@@ -230,6 +231,37 @@ class WLTight(WLTask):
         EVENTS.append(("run", self.task_id))
 
 
+class WLExits(WLTask):
+    max_retries = 0
+
+    def run_task(self, how: str) -> None:
+        EVENTS.append(("run", self.task_id))
+        if how == "exit":
+            raise SystemExit("the task called sys.exit")
+        raise KeyboardInterrupt
+
+
+class WLReturns(WLTask):
+    keep_result = True
+
+    def run_task(self, value: Any) -> Any:
+        return value
+
+
+class WLCancelled(WLTask):
+    """Cancels its own job (through STOP[0]), then waits to be stopped."""
+
+    time_limit = 8.0
+
+    def run_task(self) -> None:
+        STOP[0]()
+        try:
+            time.sleep(6)
+        except JobCancelled as stopped:
+            EVENTS.append(("stopped", self.task_id, str(stopped)))
+            raise
+
+
 class WLStopper(WLTask):
     def run_task(self) -> None:
         EVENTS.append(("run", self.task_id))
@@ -272,6 +304,9 @@ class Recorder:
 
     def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
         self.reports.append(("started", jid, deadline, retry_delay))
+
+    def stopping(self, jid: str, why: str) -> None:
+        self.reports.append(("stopping", jid, why))
 
     def finished(self, jid: str, succeeded: bool) -> None:
         self.reports.append(("finished", jid, succeeded))

@@ -12,8 +12,8 @@ a `pop` may then lock a job nobody receives, which comes back when its lock expi
 
 from __future__ import annotations
 
+import logging
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -22,26 +22,27 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from lanner.errors import ConfigError, EngineUnavailable, MalformedArgument
+
 try:
     import redis
     from redis.backoff import ExponentialBackoff
-    from redis.exceptions import AuthenticationError
+    from redis.exceptions import AuthenticationError, InvalidResponse
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeoutError
     from redis.retry import Retry
 except ModuleNotFoundError as missing:  # pragma: no cover - depends on the installation
-    raise ModuleNotFoundError(
-        "the Redis engine needs redis-py: pip install 'lanner[redis]'", name=missing.name
-    ) from missing
+    raise ConfigError(
+        f"the Redis engine needs redis-py ({missing}): pip install 'lanner[redis]'"
+    ) from None
 
+from lanner.engines import shown_url
 from lanner.engines.redis.caller import LUA_MODES, LuaMode
 from lanner.engines.urloptions import options_from_query
-from lanner.errors import EngineUnavailable, MalformedArgument
 
 __all__ = [
     "RedisAddress",
     "RedisOptions",
-    "hide_password",
     "impatient",
     "parse_url",
     "redis_client",
@@ -51,6 +52,8 @@ __all__ = [
 DEFAULT_PORT: Final = 6379
 
 T = TypeVar("T")
+
+logger = logging.getLogger("lanner.redis")
 
 # Set while this thread is inside a retrying call, so that a retrying call nested in it
 # (redis-py reconnects inside a command, with the same policy) tries only once.
@@ -63,8 +66,14 @@ class _Retry(Retry):
     redis-py retries a command, and inside it the reconnection, each with the same policy:
     a server that is down would be tried (retries + 1) squared times. Here the nested
     reconnection tries once and the command's retries pace the whole wait. An
-    `AuthenticationError` (a `ConnectionError` to redis-py) is raised at once.
+    `AuthenticationError` (a `ConnectionError` to redis-py) is raised at once. The first
+    failure of a command is logged at once ("cannot reach ...: retrying"): a whole retry
+    budget is tens of seconds, too long to be silent.
     """
+
+    def __init__(self, backoff: ExponentialBackoff, retries: int, server: str) -> None:
+        super().__init__(backoff, retries)
+        self._server = server
 
     def call_with_retry(
         self, do: Callable[[], T], fail: Callable[..., Any], *args: Any, **kwargs: Any
@@ -95,6 +104,8 @@ class _Retry(Retry):
                 except self._supported_errors as error:
                     failures += 1
                     failed(error, failures)
+                    if failures == 1 and self._retries > 0:
+                        logger.warning("cannot reach %s: %s; retrying", self._server, error)
                     if (
                         isinstance(error, AuthenticationError)
                         or (is_retryable is not None and not is_retryable(error))
@@ -179,18 +190,18 @@ def parse_url(url: str) -> tuple[RedisAddress, RedisOptions]:
         raise MalformedArgument(f"Redis URL must be a str, not {type(url).__name__}")
     parts = urlsplit(url)
     if parts.scheme not in ("redis", "rediss"):
-        raise MalformedArgument(f"not a Redis URL (redis:// or rediss://): {hide_password(url)!r}")
+        raise MalformedArgument(f"not a Redis URL (redis:// or rediss://): {shown_url(url)!r}")
     try:
         port = parts.port or DEFAULT_PORT
     except ValueError:
-        raise MalformedArgument(f"bad port in Redis URL {hide_password(url)!r}") from None
+        raise MalformedArgument(f"bad port in Redis URL {shown_url(url)!r}") from None
     path = parts.path.strip("/")
     if path and not path.isdigit():
         raise MalformedArgument(
-            f"bad database in Redis URL {hide_password(url)!r}: the path must be a number (/0)"
+            f"bad database in Redis URL {shown_url(url)!r}: the path must be a number (/0)"
         )
     if parts.fragment:
-        raise MalformedArgument(f"a Redis URL has no #fragment: {hide_password(url)!r}")
+        raise MalformedArgument(f"a Redis URL has no #fragment: {shown_url(url)!r}")
     address = RedisAddress(
         host=parts.hostname or "localhost",
         port=port,
@@ -204,11 +215,6 @@ def parse_url(url: str) -> tuple[RedisAddress, RedisOptions]:
     if options.ssl_ca_certs and not address.tls:
         raise MalformedArgument("ssl_ca_certs needs a rediss:// URL")
     return address, options
-
-
-def hide_password(url: str) -> str:
-    """The URL without its password, for error messages."""
-    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
 
 
 def redis_client(
@@ -228,6 +234,7 @@ def redis_client(
         retry=_Retry(
             ExponentialBackoff(cap=options.backoff_cap, base=options.backoff_base),
             options.retries,
+            repr(address),
         ),
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
         ssl=address.tls,
@@ -261,3 +268,11 @@ def unreachable(address: RedisAddress) -> Iterator[None]:
         yield
     except (RedisConnectionError, RedisTimeoutError) as error:
         raise EngineUnavailable(f"cannot reach {address!r}: {error}") from None
+    except InvalidResponse as error:
+        raise EngineUnavailable(f"{address!r} does not answer as Redis does: {error}") from None
+    except redis.ResponseError as error:
+        if "DB index" not in str(error):
+            raise
+        raise ConfigError(
+            f"{address!r}: the server has no database {address.db} ({error})"
+        ) from None

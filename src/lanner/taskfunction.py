@@ -1,0 +1,124 @@
+"""The decorator style: a function made a task by `@app.task`, and its publish options.
+
+The decorator builds a `Task` subclass around the function (the machinery both styles
+share), whose `run_task` has the function's own signature: a job whose arguments do not
+fit the function fails at once (`lanner-bad-arguments`) rather than being retried. An
+`async def` function runs on its worker's event loop (`lanner.aio`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
+
+from lanner.messages import Message, PublishOptions
+from lanner.task import Task
+
+if TYPE_CHECKING:
+    from lanner.app import App
+    from lanner.handle import JobHandle
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class TaskOptions(NamedTuple):
+    """What `@app.task(...)` was given."""
+
+    queue: str
+    max_retries: int | None
+    time_limit: float
+    target_runtime: float | None
+    priority: int
+    name: str | None
+    result: bool | None
+
+
+def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions) -> type[Task]:
+    """The Task subclass that runs `function` (registered under its dotted name)."""
+
+    def run_task(self: Task, *args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    # run_task checks a job's arguments against the function's own parameters.
+    signature = inspect.signature(function)
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+    run_task.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[self_parameter, *signature.parameters.values()]
+    )
+    attributes = {
+        "queue": options.queue,
+        "max_retries": options.max_retries,
+        "time_limit": options.time_limit,
+        "target_runtime": (
+            options.target_runtime if options.target_runtime is not None else options.time_limit
+        ),
+        "priority": options.priority,
+        "keep_result": options.result,
+        "app": app,
+        "run_task": run_task,
+        "__module__": function.__module__,
+        "__qualname__": function.__qualname__,
+        "__doc__": function.__doc__,
+    }
+    name = options.name or f"{function.__module__}.{function.__qualname__}"
+    return type(function.__name__, (Task,), attributes, name=name)
+
+
+class TaskFunction(Generic[P, R]):
+    """A function made a task: call it directly, or `.delay(...)` it to a worker."""
+
+    def __init__(self, app: App, function: Callable[P, R], task_class: type[Task]) -> None:
+        functools.update_wrapper(self, function)
+        self.app = app
+        self.function = function
+        self.task_class = task_class
+        self.name = task_class.name
+
+    def __repr__(self) -> str:
+        return f"<task {self.name}>"
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.function(*args, **kwargs)
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
+        return self.options().delay(*args, **kwargs)
+
+    def message(self, *args: P.args, **kwargs: P.kwargs) -> Message:
+        return self.options().message(*args, **kwargs)
+
+    def options(
+        self,
+        *,
+        queue: str | None = None,
+        delay: float = 0.0,
+        priority: int | None = None,
+        tags: Sequence[str] | None = None,
+        depends: Sequence[str] | None = None,
+        jid: str | None = None,
+        retries: int | None = None,
+        unique: bool = False,
+        app_data: Any = None,
+    ) -> BoundOptions[P]:
+        options = PublishOptions(queue, delay, priority, tags, depends, jid, retries, unique)
+        return BoundOptions(self.app, self.task_class, options, app_data)
+
+
+class BoundOptions(Generic[P]):
+    """A task with publish options chosen: `.delay(...)` publishes it."""
+
+    def __init__(
+        self, app: App, task_class: type[Task], options: PublishOptions, app_data: Any
+    ) -> None:
+        self._app = app
+        self._task_class = task_class
+        self._options = options
+        self._app_data = app_data
+
+    def message(self, *args: P.args, **kwargs: P.kwargs) -> Message:
+        return Message(self._task_class, args, kwargs, self._app_data, self._options)
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
+        return self._app.publish_many([self.message(*args, **kwargs)])[0]

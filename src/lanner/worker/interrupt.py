@@ -1,0 +1,105 @@
+"""Stopping the running task from outside it: at its time limit, or when its job is gone.
+
+A task runs in the main thread of its worker process. `running(time_limit)` arms SIGALRM
+for the task's time limit: when it fires, the handler raises `TimeLimitExceeded` inside the
+task. `stop(jid, error)`, called from another thread (the keeper, when it learns the job was
+cancelled or its lock lost), sends SIGALRM at once with `error` to raise instead, if that
+job's task is still the one running; an alarm that arrives once it is not is ignored. An async
+task is not interrupted mid-statement: its asyncio task is cancelled (`lanner.aio` says
+how), and the error is raised where it awaits. A task that ignores all this, stuck in C
+code or catching the error, is killed by the pool's supervisor.
+
+Only the main thread of a process receives signals: in any other thread (a test draining
+queues, say) there is no interruption. The handler is installed once per process; each
+task only arms and disarms the timer, which keeps two system calls off every job.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+
+from lanner.errors import TimeLimitExceeded
+
+ALARM_EARLY_SEC = 0.005
+"""An alarm this much before the time limit is not the timer's: a late stop()'s, ignored."""
+
+
+@dataclass
+class _Running:
+    jid: str
+    limit: float
+    deadline: float  # monotonic
+    error: BaseException | None = None  # what stop() asked to raise instead
+    cancel: Callable[[BaseException], None] | None = None  # while an awaitable runs
+
+
+_running: _Running | None = None  # the task running in this process's main thread
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    running = _running
+    if running is None:
+        return
+    error = running.error
+    if error is None:
+        if time.monotonic() < running.deadline - ALARM_EARLY_SEC:
+            return  # meant for a task that has ended since
+        error = TimeLimitExceeded(f"time limit of {running.limit:g} s exceeded")
+    if running.cancel is not None:
+        running.cancel(error)
+        return
+    raise error
+
+
+@contextmanager
+def running(jid: str, time_limit: float) -> Iterator[None]:
+    """Run the block as job `jid`'s task, interruptible, stopped after `time_limit` seconds."""
+    global _running
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGALRM) is not _on_alarm:
+        signal.signal(signal.SIGALRM, _on_alarm)
+    deadline = time.monotonic() + time_limit if time_limit > 0 else float("inf")
+    _running = _Running(jid, time_limit, deadline)
+    if time_limit > 0:
+        signal.setitimer(signal.ITIMER_REAL, time_limit)
+    try:
+        yield
+    finally:
+        if time_limit > 0:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        _running = None
+
+
+def stop(jid: str, error: BaseException) -> bool:
+    """Raise `error` in job `jid`'s task now (from any thread); False if it is not running."""
+    running = _running
+    if running is None or running.jid != jid or running.error is not None:
+        return False
+    running.error = error
+    ident = threading.main_thread().ident
+    assert ident is not None
+    signal.pthread_kill(ident, signal.SIGALRM)
+    return True
+
+
+@contextmanager
+def cancelling(cancel: Callable[[BaseException], None]) -> Iterator[None]:
+    """While the block runs an awaitable, an interruption calls `cancel(error)` instead of
+    raising `error` in the middle of the event loop."""
+    running = _running
+    if running is None:
+        yield
+        return
+    running.cancel = cancel
+    try:
+        yield
+    finally:
+        running.cancel = None
