@@ -6,11 +6,16 @@ use), so a job is complete only once its coroutine finished. The soft time limit
 cancellation of the job reach it as a cancellation of its asyncio task, raised where it
 awaits as the error that stopped it (`TimeLimitExceeded`, `JobCancelled`). After a task
 that did not finish cleanly, whatever it left scheduled on the loop is cancelled too.
+
+A caller that is itself inside a running loop (eager mode or `drain` called from an async
+test or web handler) cannot run another loop in its thread: the awaitable then runs on a
+loop of its own in a helper thread, while the caller waits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -24,6 +29,9 @@ _local = threading.local()
 
 def run(awaitable: Awaitable[T]) -> T:
     """Run `awaitable` to its end on this thread's loop; return its value or raise."""
+    if _inside_a_running_loop():
+        with concurrent.futures.ThreadPoolExecutor(1, "lanner-aio") as aside:
+            return aside.submit(asyncio.run, _awaited(awaitable)).result()
     loop = _loop()
     task = loop.create_task(_awaited(awaitable))
     stopped_by: list[BaseException] = []
@@ -46,6 +54,14 @@ def run(awaitable: Awaitable[T]) -> T:
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+def _inside_a_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _loop() -> asyncio.AbstractEventLoop:

@@ -203,6 +203,7 @@ class Settle(NamedTuple):
     delay: float
     results: dict[str, str]  # complete_many: jid -> JSON text to keep with the job
     now: float
+    spend_retry: bool = False  # release: each job counts as tried
 
 
 def settle(
@@ -213,6 +214,7 @@ def settle(
     when: float | None,
     results: object = None,
     limit: int = 0,
+    spend_retry: object = False,
 ) -> Settle:
     checked = unique_labels(jids, "jids")  # type: ignore[arg-type]
     kept: dict[str, str] = {}
@@ -223,9 +225,11 @@ def settle(
             if jid not in checked:
                 raise MalformedArgument(f"results: {jid!r} is not among the jids completed")
             kept[jid] = json_text(result, "result", limit)
+    if not isinstance(spend_retry, bool):
+        raise MalformedArgument(f"spend_retry must be a bool, not {type(spend_retry).__name__}")
     return Settle(
         checked, label(worker, "worker"), queue_name(queue), seconds(delay, "delay"), kept,
-        now(when),
+        now(when), spend_retry,
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ def redis_script(library: bool) -> None:
 
 def _register_subcommands() -> None:
     from lanner.bench.cli import bench
+    from lanner.chaos.cli import chaos
     from lanner.commands import register_admin
     from lanner.commands.demo import demo
     from lanner.commands.worker import worker
@@ -40,6 +41,7 @@ def _register_subcommands() -> None:
     main.add_command(worker)
     register_admin(main)
     main.add_command(bench)
+    main.add_command(chaos)
     main.add_command(redis_script)
     main.add_command(simulate)
 

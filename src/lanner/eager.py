@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from lanner import context
 from lanner.codec import encode_result
+from lanner.errors import ResultError
 from lanner.handle import JobHandle
 from lanner.job import Failure, Job, JobState
 from lanner.worker.admission import Rejected, admit
@@ -44,6 +45,8 @@ def run_eagerly(app: App, new: NewJob) -> JobHandle:
         result = encode_result(value, task_class.name) if task_class.keeps_result(app) else None
     except Rejected as rejected:
         return _failed(app, job, rejected.group, rejected.message, None)
+    except ResultError as error:
+        return _failed(app, job, error.group, str(error), error)
     except Exception as error:  # the task's: kept on its failed job, raised by result()
         return _failed(app, job, exception_group(error), traceback.format_exc(), error)
     finally:

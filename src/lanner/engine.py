@@ -245,15 +245,17 @@ class Engine(EngineHooks):
         queue: str,
         *,
         delay: float = 0.0,
+        spend_retry: bool = False,
         now: float | None = None,
     ) -> list[str]:
         """Give back jobs `worker` holds in `queue` without running them; return the jids released.
 
         They become waiting again in their old place (or scheduled `delay` seconds ahead),
-        with no retry spent (Kestrel's abort, SQS's visibility timeout set to `delay`).
-        Jids whose lock `worker` no longer holds are skipped.
+        with no retry spent (Kestrel's abort, SQS's visibility timeout set to `delay`), or
+        with one spent each (`spend_retry`: they were tried, by a worker that died running
+        them). Jids whose lock `worker` no longer holds are skipped.
         """
-        command = checks.settle(jids, worker, queue, delay, now)
+        command = checks.settle(jids, worker, queue, delay, now, spend_retry=spend_retry)
         if command.delay:
             self._require(Capability.DELAY, "release(delay=...)")
         return self._release(command) if command.jids else []

@@ -77,7 +77,10 @@ class ArgumentError(MalformedArgument):
 
 
 class ResultError(ArgumentError):
-    """A task's return value, to be kept with its job, cannot travel as JSON."""
+    """A task's return value, to be kept with its job, cannot travel as JSON; the job fails
+    into `group`, as under a worker so in eager mode."""
+
+    group = "lanner-unserializable-result"
 
 
 class ConfigError(MalformedArgument):

@@ -217,6 +217,19 @@ def test_release_gives_jobs_back_in_their_old_place_without_a_retry(engine: Engi
     assert whats(job)[-2:] == ["released", "popped"]
 
 
+def test_release_spending_a_retry_keeps_the_place_and_counts_the_try(engine: Engine) -> None:
+    engine.put("q", "a", "Task", retries=1, now=T0)
+    engine.put("q", "b", "Task", now=T0 + 0.5)
+    assert pop_jids(engine, "q", "w1", now=T0 + 1) == ["a"]
+
+    assert engine.release(["a"], "w1", "q", spend_retry=True, now=T0 + 2) == ["a"]
+    assert get(engine, "a", T0 + 2).remaining == 0
+    assert pop_jids(engine, "q", "w2", count=2, now=T0 + 3) == ["a", "b"]  # its old place
+
+    assert engine.release(["a"], "w2", "q", spend_retry=True, now=T0 + 4) == ["a"]
+    assert get(engine, "a", T0 + 4).remaining == 0  # never below none left
+
+
 def test_release_skips_jobs_the_worker_does_not_hold(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b"])
     pop_jids(engine, "q", "w1", now=T0)

@@ -5,7 +5,7 @@ other), in a fresh folder, so relative `sqlite:///jobs.db` URLs make a temporary
 A page that names a Redis URL on the default port runs against the test session's
 redis-server instead (its database emptied first). Examples use only the public API:
 `import lanner` / `from lanner import ...` (and Kale's `lanner.task`, `lanner.exceptions`,
-and the simulator's `lanner.simulate`).
+the simulator's `lanner.simulate`, and the test helpers' `lanner.testing`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
-# Public modules besides `lanner` itself: Kale's paths, and the simulator's own API.
+# Public modules besides `lanner` itself: Kale's paths, the simulator's and the test helpers'.
 _PRIVATE_IMPORT = re.compile(
-    r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b|simulate\b)[\w.]+", re.M
+    r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b|simulate\b|testing\b)[\w.]+", re.M
 )
 _ENVIRONMENT = ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG")
 
@@ -51,6 +51,7 @@ def test_the_docs_have_examples_to_run() -> None:
         "docs/engines/redis.md",
         "docs/protocol.md",
         "docs/tasks.md",
+        "docs/testing.md",
         "docs/worker.md",
     } <= names
 

@@ -526,3 +526,50 @@ class PoolAwayEcho(Task):
 
     def run_task(self) -> None:
         pass
+
+
+# -- crash loops and poison jobs -------------------------------------------------------------
+
+
+def test_children_that_crash_at_start_are_replaced_ever_more_slowly(tmp_path: Path) -> None:
+    def crash() -> None:
+        os._exit(3)
+
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    app = App(url, settings=Settings(broker=url, on_worker_startup=crash))
+    seen: set[int] = set()
+    with running_pool(app, concurrency=1) as pool:
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            seen.update(pool.children)
+            pool.supervise(0.02)
+    app.close()
+    # Pauses of 0.5, 1 and 2 s: at most 4 processes in 4 s, not one every few milliseconds.
+    assert 2 <= len(seen) <= 4
+
+
+def test_children_killed_by_their_jobs_are_replaced_at_once(workspace: Workspace) -> None:
+    ws = workspace
+    tasks = ws.write_module(
+        """
+class Deadly(Task):
+    app = app
+    queue = "work"
+    time_limit = 4
+    max_retries = 0
+
+    def run_task(self):
+        record("start", self.task_id)
+        os._exit(1)
+"""
+    )
+    jids = [tasks.Deadly.publish(None) for _ in range(6)]
+    with running_pool(tasks.app, concurrency=1) as pool:
+        wait_until(
+            lambda: all(ws.job(jid).state == JobState.FAILED for jid in jids),
+            6,  # six deaths in a row, each replaced without a crash loop's growing pause
+            "every deadly job to fail",
+            step=supervising(pool),
+            details=ws.log,
+        )
+    assert "died young" not in ws.log()

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
+from lanner import Job, list_jobs, open_engine
 from lanner.bench.children import ChildGroup
 from lanner.bench.cli import results_table
 from lanner.bench.common import BenchError, MachineInfo
@@ -59,7 +60,7 @@ def test_benchmark_rejects_empty_sizes(jobs: int, batch: int, samples: int) -> N
 @pytest.mark.slow
 def test_child_failure_is_reported_with_its_traceback() -> None:
     with ChildGroup() as group:
-        group.spawn(drain_worker, "nope://store", "q", "w", 1)
+        group.spawn(drain_worker, "nope://store", "q", "w", 1, None)
         with pytest.raises(BenchError, match="unknown broker URL scheme"):
             group.wait_ready()
 
@@ -101,11 +102,22 @@ def test_bench_engine_on_redis_also_measures_the_pickup_floor(redis_url: str) ->
     assert result.to_json()["pickup_floor_ms"] == floor.as_dict()
 
 
+@pytest.mark.slow
+def test_bench_engine_can_drain_jobs_that_keep_a_result(redis_url: str) -> None:
+    result = run_engine_benchmark(redis_url, jobs=30, batch=10, samples=2, result_bytes=64)
+    assert result.to_json()["result_bytes"] == 64
+    with open_engine(redis_url) as engine:
+        completed = list_jobs(engine, "complete", limit=100)
+    kept = [job.result for job in completed if isinstance(job, Job) and job.result is not None]
+    assert len(kept) == 2 * 30  # both drain phases; the pickup's jobs keep none
+    assert {len(text) for text in kept} == {64}
+
+
 def test_results_table_shows_the_floor_only_when_measured() -> None:
     machine = MachineInfo.current()
     latency = Percentiles.of([0.001, 0.002], scale=1000.0)
     result = EngineBenchResult(
-        "sqlite:///x", "full", 1, 1, 2, 1.0, 1.0, 1.0, 1.0, latency, None, machine
+        "sqlite:///x", "full", 1, 1, 2, 0, 1.0, 1.0, 1.0, 1.0, latency, None, machine
     )
     labels = list(results_table(result).columns[0].cells)
     assert not any("floor" in str(label) for label in labels)

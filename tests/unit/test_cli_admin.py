@@ -545,8 +545,8 @@ def test_lanner_has_every_command() -> None:
     from lanner.cli import main
 
     assert sorted(main.commands) == [
-        "bench", "cancel", "demo", "failed", "job", "jobs", "pause", "publish", "redis-script",
-        "retry", "simulate", "status", "unpause", "worker",
+        "bench", "cancel", "chaos", "demo", "failed", "job", "jobs", "pause", "publish",
+        "redis-script", "retry", "simulate", "status", "unpause", "worker",
     ]  # fmt: skip
 
 

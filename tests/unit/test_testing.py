@@ -78,6 +78,36 @@ def test_eager_runs_async_tasks_and_keeps_what_they_return() -> None:
     assert double.delay(21).result() == 42
 
 
+def test_eager_async_tasks_run_when_published_from_inside_an_event_loop() -> None:
+    # An async web handler or test publishing to an eager app: the caller's loop is busy,
+    # so the task's coroutine cannot run on it, yet must run to its end all the same.
+    app = App("sqlite:///unused.db", eager=True, results=True)
+
+    @app.task
+    async def double(n: int) -> int:
+        await asyncio.sleep(0)
+        return n * 2
+
+    async def handler() -> int:
+        return int(double.delay(21).result())
+
+    assert asyncio.run(handler()) == 42
+
+
+def test_eager_fails_a_result_json_cannot_carry_into_the_workers_group() -> None:
+    app = App("sqlite:///unused.db", eager=True, results=True)
+
+    @app.task
+    def make() -> object:
+        return {1, 2}
+
+    handle = make.delay()
+    with pytest.raises(TaskFailed) as failed:
+        handle.result()
+    assert failed.value.group == "lanner-unserializable-result"
+    assert "set" in failed.value.message
+
+
 def test_eager_refuses_an_oversized_payload_without_a_store() -> None:
     app = App("sqlite:///unused.db", eager=True)
 

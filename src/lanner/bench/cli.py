@@ -122,8 +122,17 @@ def bench() -> None:
     show_default=True,
     help="Pickup-latency samples.",
 )
+@click.option(
+    "--result-bytes",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Each drained job keeps a result (JSON text) of this many bytes; 0: none.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
-def engine_command(url: str | None, jobs: int, batch: int, samples: int, as_json: bool) -> None:
+def engine_command(
+    url: str | None, jobs: int, batch: int, samples: int, result_bytes: int, as_json: bool
+) -> None:
     """Measure the job engine: put and drain throughput, and pickup latency.
 
     Phases: N single puts; N jobs by put_many; draining N jobs with pop + complete_many in
@@ -143,7 +152,9 @@ def engine_command(url: str | None, jobs: int, batch: int, samples: int, as_json
         )
     try:
         with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_engine_benchmark(url, jobs, batch, samples, RichProgress(bar))
+            result = run_engine_benchmark(
+                url, jobs, batch, samples, RichProgress(bar), result_bytes
+            )
     except (BenchError, LannerError) as error:
         raise click.ClickException(str(error)) from error
     if as_json:
@@ -156,11 +167,12 @@ def results_table(result: EngineBenchResult) -> Table:
     table = Table(title=f"lanner engine benchmark, {result.jobs:,} jobs")
     table.add_column("measurement")
     table.add_column("result", justify="right")
+    kept = f", {result.result_bytes} B results" if result.result_bytes else ""
     rates = [
         ("put, 1 job per call", result.put_single_per_s),
         (f"put_many, {result.batch} jobs per call", result.put_batch_per_s),
-        (f"pop + complete_many ({result.batch}), 1 process", result.drain_1proc_per_s),
-        (f"pop + complete_many ({result.batch}), 2 processes", result.drain_2proc_per_s),
+        (f"pop + complete_many ({result.batch}{kept}), 1 process", result.drain_1proc_per_s),
+        (f"pop + complete_many ({result.batch}{kept}), 2 processes", result.drain_2proc_per_s),
     ]
     for label, rate in rates:
         table.add_row(label, f"{rate:,.0f} jobs/s")

@@ -38,9 +38,11 @@ _T = TypeVar("_T")
 
 
 # -- what the children run ----------------------------------------------------------------
-def drain_worker(context: ChildContext, url: str, queue: str, worker: str, batch: int) -> None:
-    """Child: pop `batch` jobs at a time and complete them until `queue` gives none (or the
-    parent is gone).
+def drain_worker(
+    context: ChildContext, url: str, queue: str, worker: str, batch: int, result: str | None
+) -> None:
+    """Child: pop `batch` jobs at a time and complete them (each keeping `result`, JSON
+    text, unless None) until `queue` gives none (or the parent is gone).
 
     Reports `progress` (jobs completed) per batch, then `finished` with the time of its
     last completion.
@@ -51,7 +53,9 @@ def drain_worker(context: ChildContext, url: str, queue: str, worker: str, batch
         context.wait_for_start()
         last_completion = 0.0
         while parent_alive() and (jobs := engine.pop(queue, worker, batch)):
-            done = engine.complete_many([job.jid for job in jobs], worker, queue)
+            jids = [job.jid for job in jobs]
+            results = None if result is None else dict.fromkeys(jids, result)
+            done = engine.complete_many(jids, worker, queue, results=results)
             last_completion = time.time()
             context.send("progress", amount=len(done))
         context.send("finished", value=last_completion)
@@ -103,18 +107,25 @@ def measure_put_batch(
 
 
 def measure_drain(
-    url: str, queue: str, jobs: int, batch: int, processes: int, progress: BenchProgress
+    url: str,
+    queue: str,
+    jobs: int,
+    batch: int,
+    processes: int,
+    progress: BenchProgress,
+    result: str | None = None,
 ) -> float:
     """Drain `queue`, which holds exactly `jobs` waiting jobs, with `processes` children
-    looping `pop(batch)` + `complete_many`; return jobs per second, from the common start to
-    the last completion. Raises `BenchError` unless exactly `jobs` jobs were completed."""
+    looping `pop(batch)` + `complete_many` (each job keeping `result` unless None); return
+    jobs per second, from the common start to the last completion. Raises `BenchError`
+    unless exactly `jobs` jobs were completed."""
     plural = "es" if processes > 1 else ""
     progress.phase(f"pop + complete_many, {processes} process{plural}", jobs)
     completed = 0
     last_completions: list[float] = []
     with ChildGroup() as group:
         for index in range(processes):
-            group.spawn(drain_worker, url, queue, f"bench-drain-{index}", batch)
+            group.spawn(drain_worker, url, queue, f"bench-drain-{index}", batch, result)
         group.wait_ready()
         started = group.go()
         while len(last_completions) < processes:
@@ -157,6 +168,8 @@ class EngineBenchResult:
     jobs: int
     batch: int
     samples: int
+    result_bytes: int
+    """The size of the result each drained job kept (0: none)."""
     put_single_per_s: float
     put_batch_per_s: float
     drain_1proc_per_s: float
@@ -174,6 +187,7 @@ class EngineBenchResult:
             "jobs": self.jobs,
             "batch": self.batch,
             "samples": self.samples,
+            "result_bytes": self.result_bytes,
             "put_single_per_s": self.put_single_per_s,
             "put_batch_per_s": self.put_batch_per_s,
             "drain_1proc_per_s": self.drain_1proc_per_s,
@@ -190,9 +204,11 @@ def run_engine_benchmark(
     batch: int = DEFAULT_BATCH,
     samples: int = DEFAULT_SAMPLES,
     progress: BenchProgress | None = None,
+    result_bytes: int = 0,
 ) -> EngineBenchResult:
     """Measure an engine: put rates (single and batched), drain rates (1 and 2 processes)
-    and pickup latency (on Redis, also the machine's floor under it).
+    and pickup latency (on Redis, also the machine's floor under it). With `result_bytes`,
+    each drained job keeps a result of that many bytes (what results cost).
 
     With `url` None the engine is SQLite on a new temporary file. Otherwise `url` should
     name an empty store: the benchmark leaves its `2 * jobs + samples + 1` completed jobs
@@ -201,6 +217,9 @@ def run_engine_benchmark(
     for name, value in (("jobs", jobs), ("batch", batch), ("samples", samples)):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, not {value}")
+    if result_bytes < 0:
+        raise ValueError(f"result_bytes must be at least 0, not {result_bytes}")
+    result = json.dumps("r" * max(0, result_bytes - 2)) if result_bytes else None
     progress = progress or NoProgress()
     run = uuid.uuid4().hex[:8]
     single_queue, batch_queue, pickup_queue = (
@@ -215,9 +234,9 @@ def run_engine_benchmark(
             put_single = measure_put_single(engine, single_queue, jobs, batch, progress)
             put_batch = measure_put_batch(engine, batch_queue, jobs, batch, progress)
             # The put phases left `jobs` waiting jobs in each queue: drain those.
-            drain_1 = measure_drain(store_url, single_queue, jobs, batch, 1, progress)
+            drain_1 = measure_drain(store_url, single_queue, jobs, batch, 1, progress, result)
             verify_drained(engine, single_queue)
-            drain_2 = measure_drain(store_url, batch_queue, jobs, batch, 2, progress)
+            drain_2 = measure_drain(store_url, batch_queue, jobs, batch, 2, progress, result)
             verify_drained(engine, batch_queue)
             pickup = measure_pickup(engine, store_url, pickup_queue, samples, progress)
             floor = None
@@ -231,6 +250,7 @@ def run_engine_benchmark(
         jobs=jobs,
         batch=batch,
         samples=samples,
+        result_bytes=result_bytes,
         put_single_per_s=put_single,
         put_batch_per_s=put_batch,
         drain_1proc_per_s=drain_1,

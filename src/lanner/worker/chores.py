@@ -5,7 +5,7 @@ engine calls; the store may be away, or its write lock held, for minutes. The su
 must meanwhile go on reaping, replacing and time-limiting its children, so it never waits
 on the store: chores run a few at a time in each supervise round, through an engine of
 its own that gives up after CHORE_MAX_WAIT, and what fails for want of the store is
-tried again after a growing pause, in order, until it is done.
+tried again after a pause (growing to CHORE_MAX_PAUSE), in order, until it is done.
 """
 
 from __future__ import annotations
@@ -25,8 +25,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("lanner.pool")
 
-CHORE_MAX_WAIT: Final = 0.5
+CHORE_MAX_WAIT: Final = 0.2
 """The longest a chore's engine call waits for the store before giving up for now."""
+
+CHORE_MAX_PAUSE: Final = 0.5
+"""The longest pause between tries of a chore: a dead worker's finished jobs must be
+completed soon after the store is back, before their expired locks' grace period ends
+and they run again elsewhere."""
 
 ROUND_BUDGET: Final = 0.2
 """Chores stop for a supervise round once they have taken this long."""
@@ -63,7 +68,7 @@ class Chores:
                 chore(self._impatient)
             except EngineUnavailable as error:
                 self._outage.failed(error)
-                self._next_try = time.monotonic() + self._outage.backoff.pause
+                self._next_try = time.monotonic() + min(self._outage.backoff.pause, CHORE_MAX_PAUSE)
                 self._outage.backoff.grow()
                 return
             except LannerError as error:

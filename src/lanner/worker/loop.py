@@ -39,6 +39,7 @@ from lanner import context
 from lanner.codec import encode_result
 from lanner.engine import Capability, Engine
 from lanner.errors import (
+    EngineUnavailable,
     JobCancelled,
     JobNotFound,
     LannerError,
@@ -72,6 +73,10 @@ POP_SLICE_SEC = 0.5
 COMPLETE_WITHIN_SEC = 0.1
 """Finished jobs are completed at most this long after they finish (or at the batch's end),
 so a process killed or stopped repeats at most its running job and those of this window."""
+
+HOLDER_PAUSE_SEC = 0.25
+"""The longest pause, while the store is away, of a process holding jobs that ran and are
+not completed yet."""
 
 BATCH_HOLD_SEC = 0.1
 """How long a process may hold popped jobs it has not started: past it, the unstarted rest
@@ -171,6 +176,7 @@ class WorkerLoop:
         # the results they keep.
         self._undone: dict[str, tuple[list[str], dict[str, str]]] = {}
         self._undone_lock = threading.Lock()
+        self._settling = threading.Lock()  # held while completions are being stored
 
     @property
     def engine(self) -> Engine:
@@ -207,7 +213,13 @@ class WorkerLoop:
                 # be replaced in a loop. Finished jobs are completed once it is back; jobs
                 # popped and not started come back to the queue when their locks expire.
                 outage.failed(error)
-                outage.backoff.sleep(lambda: self._stopping)
+                # Jobs that ran but are not completed must be completed before their
+                # expired locks' grace period ends after the store is back, or they run
+                # again elsewhere: their holder keeps trying often.
+                holding = bool(self._undone)
+                outage.backoff.sleep(
+                    lambda: self._stopping, HOLDER_PAUSE_SEC if holding else float("inf")
+                )
                 continue
             outage.ended()
         try:
@@ -281,6 +293,7 @@ class WorkerLoop:
         self._keeper.keep(lambda: self._keep(batch))
         try:
             while (job := batch.take()) is not None:
+                self._check_settled()
                 if self._stopping or self.limit_reached():
                     rest = [job, *batch.take_rest()]
                     self._release([j.jid for j in rest], queue.name, "worker stopping")
@@ -302,6 +315,14 @@ class WorkerLoop:
         # Only a batch that ended normally is settled; otherwise the supervisor still
         # knows its unstarted jobs and gives them back when this process dies.
         self.reporter.flushed()
+
+    def _check_settled(self) -> None:
+        """No new job starts while finished ones wait for the store (after a completion
+        in flight ends): what is not started cannot run twice."""
+        with self._settling:
+            pass
+        if self._undone:
+            raise EngineUnavailable("jobs that ran wait to be completed: no new job starts")
 
     def _keep(self, batch: Batch) -> None:
         """The keeper's duty while a task runs: no batch held hostage, nothing run twice."""
@@ -327,7 +348,8 @@ class WorkerLoop:
     def _settle(self, queue: str, jids: list[str], results: dict[str, str]) -> None:
         """Complete jobs that ran; kept for a later try if the store is away."""
         try:
-            done = self.engine.complete_many(jids, self.worker, queue, results=results or None)
+            with self._settling:
+                done = self.engine.complete_many(jids, self.worker, queue, results=results or None)
         except LannerError:
             with self._undone_lock:
                 jobs, kept = self._undone.setdefault(queue, ([], {}))
@@ -477,7 +499,7 @@ class WorkerLoop:
     ) -> None:
         """Retry the job, or fail it into its group, as its task's settings say."""
         if isinstance(error, ResultError):
-            self._fail(job, "lanner-unserializable-result", str(error))
+            self._fail(job, error.group, str(error))
             return
         if isinstance(error, TimeoutException) and task is not None:
             task._kill_runtime_exceeded()

@@ -28,9 +28,10 @@ class Backoff:
     def reset(self) -> None:
         self.pause = self._first
 
-    def sleep(self, interrupted: Callable[[], bool]) -> None:
-        """Sleep the current pause in short steps (so a stop is seen), then grow it."""
-        deadline = time.monotonic() + self.pause
+    def sleep(self, interrupted: Callable[[], bool], at_most: float = float("inf")) -> None:
+        """Sleep the current pause (or `at_most`) in short steps, so a stop is seen; then
+        grow it."""
+        deadline = time.monotonic() + min(self.pause, at_most)
         while not interrupted() and time.monotonic() < deadline:
             time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         self.grow()
@@ -46,16 +47,19 @@ class Outage:
         self.store = shown_url(store)
         self.backoff = Backoff(first_pause)
         self.since: float | None = None  # wall time of the first failure, None: no outage
+        self._said = 0.0  # when the outage was last logged (monotonic)
 
     def failed(self, error: LannerError) -> None:
-        """The store failed a command now: log it (with since when) before the next pause."""
+        """The store failed a command now: say so (with since when) at the first failure,
+        then again each time the pause has doubled, however often it is tried."""
         if self.since is None:
             self.since = time.time()
+            self._said = 0.0
+        if time.monotonic() - self._said < self.backoff.pause / 2:
+            return
+        self._said = time.monotonic()
         started = time.strftime("%H:%M:%S", time.localtime(self.since))
-        logger.warning(
-            "waiting for %s since %s (%s); next try in %.1f s",
-            self.store, started, error, self.backoff.pause,
-        )  # fmt: skip
+        logger.warning("waiting for %s since %s (%s)", self.store, started, error)
 
     def ended(self) -> None:
         if self.since is not None:

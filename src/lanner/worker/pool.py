@@ -69,7 +69,8 @@ SETTLE_FOR_CHILD_SEC: Final = 1.0
 stuck) are completed by the supervisor on its behalf, before their locks run out."""
 
 YOUNG_DEATH_SEC: Final = 1.0
-"""A child that dies younger than this is replaced after a growing pause."""
+"""A child that dies younger than this, before starting a task, is replaced after a
+growing pause."""
 
 CHORE_LAST_TRY_SEC: Final = 1.0
 """At shutdown, chores get at least this long after the children are gone."""
@@ -96,6 +97,7 @@ class _Child:
     exited_cleanly: bool = False
     killed_for: str = ""
     stopping: str = ""  # why its running job's task was told to stop (cancelled, ...)
+    jobs_started: int = 0
 
 
 class WorkerPool:
@@ -270,6 +272,7 @@ class WorkerPool:
                 child.queue, child.batch = queue, list(jids)
             case JobStarted():
                 child.running = report
+                child.jobs_started += 1
             case JobStopping(jid, why) if child.running and child.running.jid == jid:
                 # Killed after the grace unless its task stops: as if its time ran out now.
                 child.running = child.running._replace(deadline=time.time())
@@ -300,7 +303,7 @@ class WorkerPool:
             self._recover(child)
         if self._stopping_since is None:
             pause = 0.0
-            if not child.exited_cleanly and time.monotonic() - child.started_at < YOUNG_DEATH_SEC:
+            if self._crashed_young(child):
                 pause = self._respawn.pause  # a crash loop must not fork as fast as it can
                 self._respawn.grow()
                 logger.warning("worker %s died young: its replacement starts in %g s",
@@ -308,6 +311,15 @@ class WorkerPool:
             else:
                 self._respawn.reset()
             self._spawns_due.append(time.monotonic() + pause)
+
+    @staticmethod
+    def _crashed_young(child: _Child) -> bool:
+        """Died of itself soon after it started, before any task: a crash loop (a bad
+        import, a startup hook that fails), not a job's death, which the job's own retries
+        pace, nor a kill from outside (SIGKILL), after which it is replaced at once."""
+        young = time.monotonic() - child.started_at < YOUNG_DEATH_SEC
+        killed = child.process.exitcode == -signal.SIGKILL and not child.killed_for
+        return not child.exited_cleanly and young and child.jobs_started == 0 and not killed
 
     def _recover(self, child: _Child) -> None:
         """Give back what the dead child held (a chore: never waits on the store)."""

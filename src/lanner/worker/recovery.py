@@ -4,11 +4,11 @@ A dead worker's name still holds its locks in the engine. Its recovery, a superv
 chore, is idempotent (run again after the store failed it halfway, it does nothing twice):
 
 1. the jobs it finished and reported, but had not completed, are completed;
-2. the job it was running is settled: retried at once the first time a process dies under
-   it (most deaths are the process's, not the job's), with the retry backoff from its second
-   death on (a poison job still ends failed); retried with its own backoff after a
-   time-limit kill; failed when it has no retry left; given back untouched after a cold
-   shutdown, which is nobody's fault;
+2. the job it was running is settled: the first time a process dies under it (most deaths
+   are the process's, not the job's), given back at once to its place in the queue, a retry
+   spent; with the retry backoff from its second death on, and after a time-limit kill (so
+   a poison job still ends failed); failed when it has no retry left; given back untouched
+   after a cold shutdown, which is nobody's fault;
 3. every other job the engine shows the worker holding is given back, in its queue,
    whether or not the process had reported it (it may have died just after a pop).
 """
@@ -75,8 +75,10 @@ def _settle_running(
         deaths = _deaths(job)
         if Capability.LOG in engine.capabilities:
             engine.log(job.jid, DEATH_ENTRY, {"worker": dead.worker, "cause": dead.cause})
-        delay = 0.0 if deaths == 0 else backoff(deaths - 1)
-        engine.retry(job.jid, job.queue, dead.worker, delay)
+        if deaths == 0:  # back in its place in the queue, to run again now
+            engine.release([job.jid], dead.worker, job.queue, spend_retry=True)
+        else:
+            engine.retry(job.jid, job.queue, dead.worker, backoff(deaths - 1))
 
 
 def _deaths(job: Job) -> int:

@@ -178,8 +178,9 @@ class RedisEngine(Engine):
         return [str(jid) for jid in replies.as_list(reply)]
 
     def _release(self, command: checks.Settle) -> list[str]:
+        function = "lanner.release_tried" if command.spend_retry else "lanner.release_in"
         reply = self._call(
-            "lanner.release_in", command.now, command.worker, command.queue, command.delay,
+            function, command.now, command.worker, command.queue, command.delay,
             *command.jids, name="release",
         )  # fmt: skip
         return [str(jid) for jid in replies.as_list(reply)]

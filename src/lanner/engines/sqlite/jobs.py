@@ -182,10 +182,11 @@ def _apply_retention(conn: sqlite3.Connection, config: settings.Config, now: flo
 
 
 def release(conn: sqlite3.Connection, command: checks.Settle) -> set[str]:
-    """Give held jobs back without spending a retry; return the jids released."""
+    """Give held jobs back (spending a retry only if asked); return the jids released."""
     # Without a delay, ready_at and seq are untouched: the job keeps its place.
     released = conn.execute(
         "UPDATE jobs SET worker = '', expires = 0, grace = 0, "
+        "remaining = CASE WHEN :spend AND remaining > 0 THEN remaining - 1 ELSE remaining END, "
         "state = CASE WHEN :delay > 0 THEN 'scheduled' ELSE 'waiting' END, "
         "ready_at = CASE WHEN :delay > 0 THEN :now + :delay ELSE ready_at END, "
         f"history = {APPEND_HISTORY} "
@@ -199,6 +200,7 @@ def release(conn: sqlite3.Connection, command: checks.Settle) -> set[str]:
             "event": event("released", command.now),
             "delay": command.delay,
             "now": command.now,
+            "spend": command.spend_retry,
         },
     )
     return {row[0] for row in released}

@@ -509,7 +509,7 @@ end
 Api['lanner.release'] = function(now, args)
   local worker = Args.string(args[1], 'worker')
   local queue = Args.string(args[2], 'queue')
-  return Lanner.release(now, worker, queue, 0, Args.rest(args, 3, 'jid'))
+  return Lanner.release(now, worker, queue, 0, Args.rest(args, 3, 'jid'), false)
 end
 
 -- lanner.pop_wait queue worker count wait: {JSON list of jobs, next_due or nil}
@@ -535,7 +535,15 @@ Api['lanner.release_in'] = function(now, args)
   local worker = Args.string(args[1], 'worker')
   local queue = Args.string(args[2], 'queue')
   local delay = Args.number(args[3], 'delay')
-  return Lanner.release(now, worker, queue, delay, Args.rest(args, 4, 'jid'))
+  return Lanner.release(now, worker, queue, delay, Args.rest(args, 4, 'jid'), false)
+end
+
+-- lanner.release_tried worker queue delay jid...: release_in, each job spending a retry
+Api['lanner.release_tried'] = function(now, args)
+  local worker = Args.string(args[1], 'worker')
+  local queue = Args.string(args[2], 'queue')
+  local delay = Args.number(args[3], 'delay')
+  return Lanner.release(now, worker, queue, delay, Args.rest(args, 4, 'jid'), true)
 end
 
 -- lanner.peek queue count: JSON list of the jobs pop would give next (read-only)

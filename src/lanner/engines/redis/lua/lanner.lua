@@ -289,9 +289,10 @@ end
 -- lock runs out), without spending a retry, with a `released` {worker}
 -- history entry. With delay <= 0 each is waiting again in its place from
 -- before the pop (its ready time, kept in `ready`, and its sequence number),
--- otherwise scheduled `delay` seconds ahead. Returns the jids released; the
--- others are skipped.
-function Lanner.release(now, worker, queue, delay, jids)
+-- otherwise scheduled `delay` seconds ahead. With `spend` (lanner.release_tried:
+-- the job was tried, by a worker that died running it) one retry of each is
+-- spent. Returns the jids released; the others are skipped.
+function Lanner.release(now, worker, queue, delay, jids, spend)
   local released = {}
   local ready = 0
   for _, jid in ipairs(jids) do
@@ -301,6 +302,9 @@ function Lanner.release(now, worker, queue, delay, jids)
       redis.call('zrem', Keys.queue(queue, 'locks'), jid)
       Worker.release(worker, jid)
       redis.call('hdel', key, 'grace')
+      if spend and job.remaining > 0 then
+        redis.call('hset', key, 'remaining', job.remaining - 1)
+      end
       if delay > 0 then
         local due = now + delay
         redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', 0, 'time', due)

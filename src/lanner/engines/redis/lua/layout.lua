@@ -219,6 +219,9 @@
 --       lanner_seq kept), else scheduled delay seconds ahead; jids the worker
 --       does not hold in the queue are skipped
 --   lanner.release worker queue jid...       lanner.release_in with delay 0
+--   lanner.release_tried worker queue delay jid...
+--                                            lanner.release_in, and one retry of
+--       each job spent (remaining - 1, not below 0)
 --   lanner.pop_wait queue worker count wait  [JSON list of jobs, next_due]: takes
 --       the jobs handed to the worker, pops the rest; with nothing, registers
 --       the worker as waiting until now + wait (0: not) and adds next_due
