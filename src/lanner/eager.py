@@ -21,11 +21,10 @@ from typing import TYPE_CHECKING
 
 from lanner import context
 from lanner.codec import encode_result
-from lanner.errors import ResultError
+from lanner.errors import ResultError, exception_group
 from lanner.handle import JobHandle
 from lanner.job import Failure, Job, JobState
 from lanner.worker.admission import Rejected, admit
-from lanner.worker.loop import exception_group
 
 if TYPE_CHECKING:
     from lanner.app import App

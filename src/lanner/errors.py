@@ -206,3 +206,12 @@ class TaskFailed(LannerError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.jid, self.group, self.message))
+
+
+def exception_group(error: BaseException) -> str:
+    """The failure group of an exception: its class name if built in or lanner's own (so that
+    a soft and a hard time limit share `TimeLimitExceeded`), else module.qualname."""
+    kind = type(error)
+    if kind.__module__ in ("builtins", "lanner.errors"):
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"

@@ -33,7 +33,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from lanner import context
 from lanner.codec import encode_result
@@ -47,6 +47,7 @@ from lanner.errors import (
     ResultError,
     TaskFailed,
     TimeoutException,
+    exception_group,
 )
 from lanner.job import Job
 from lanner.queues import QueueConfig
@@ -57,7 +58,8 @@ from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
 from lanner.worker.keeper import Keeper
 from lanner.worker.outage import Outage
-from lanner.worker.processes import kill_strays
+from lanner.worker.processes import kill_strays, rss_mb
+from lanner.worker.reporter import NoReporter, Reporter
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -89,42 +91,6 @@ _RUNTIME_WEIGHT = 0.3  # of the latest job in the running mean of a queue's run 
 def worker_name() -> str:
     """`<hostname>-<pid>`, as qless names workers."""
     return f"{socket.gethostname()}-{os.getpid()}"
-
-
-class Reporter(Protocol):
-    """Where a loop says what it does, so a supervisor can step in if its process dies."""
-
-    def batch(self, queue: str, jids: Sequence[str]) -> None: ...
-
-    def started(self, jid: str, deadline: float, retry_delay: float | None) -> None: ...
-
-    def stopping(self, jid: str, why: str) -> None: ...
-
-    def finished(self, jid: str, succeeded: bool) -> None: ...
-
-    def completed(self, jids: Sequence[str]) -> None: ...
-
-    def flushed(self) -> None: ...
-
-
-class NoReporter:
-    def batch(self, queue: str, jids: Sequence[str]) -> None:
-        pass
-
-    def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
-        pass
-
-    def stopping(self, jid: str, why: str) -> None:
-        pass
-
-    def finished(self, jid: str, succeeded: bool) -> None:
-        pass
-
-    def completed(self, jids: Sequence[str]) -> None:
-        pass
-
-    def flushed(self) -> None:
-        pass
 
 
 @dataclass
@@ -537,24 +503,3 @@ def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
         engine.config_set(f"{queue.name}-heartbeat", queue.visibility_timeout_sec)
         if queue.max_concurrency:
             engine.config_set(f"{queue.name}-max-concurrency", queue.max_concurrency)
-
-
-def exception_group(error: BaseException) -> str:
-    """The failure group of an exception: its class name if built in or lanner's own (so that
-    a soft and a hard time limit share `TimeLimitExceeded`), else module.qualname."""
-    kind = type(error)
-    if kind.__module__ in ("builtins", "lanner.errors"):
-        return kind.__qualname__
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
-def rss_mb() -> float:
-    """This process's resident memory in MiB (current on Linux, peak elsewhere)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            pages = int(statm.read().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError, IndexError):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -59,3 +59,15 @@ def _group_members(pgid: int) -> list[int]:
             if int(fields[2]) == pgid:
                 members.append(int(entry.name))
     return members
+
+
+def rss_mb() -> float:
+    """This process's resident memory in MiB (current on Linux, peak elsewhere)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

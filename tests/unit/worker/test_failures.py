@@ -10,9 +10,9 @@ import lanner
 from lanner import JobState
 from lanner.app import App
 from lanner.codec import JobIdentity, Payload, SignedPickleCodec
+from lanner.errors import exception_group
 from lanner.exceptions import TimeLimitExceeded
 from lanner.task import Task
-from lanner.worker.loop import exception_group
 
 from .world import (
     EVENTS,

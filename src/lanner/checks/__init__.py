@@ -9,7 +9,8 @@ blocking pop reads it again on each try. Records are NamedTuples: put_many and p
 paths, and a frozen dataclass takes several times as long to build.
 
 Commands of one argument check it with `names.label` or `names.queue_name` directly; the
-value rules behind every check are in `lanner.values`.
+value rules behind every check are in `lanner.values`. The recurring templates' checkers
+are in `checks.recurring`, re-exported here.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
+from lanner.checks.recurring import RECUR_FIELDS as RECUR_FIELDS
+from lanner.checks.recurring import Recur as Recur
+from lanner.checks.recurring import RecurUpdate as RecurUpdate
+from lanner.checks.recurring import recur as recur
+from lanner.checks.recurring import recur_update as recur_update
 from lanner.errors import MalformedArgument
 from lanner.names import label, labels, queue_name, queue_names, sequence, unique_labels
 from lanner.records import IF_EXISTS, ConfigValue, NewJob
 from lanner.values import (
     integer,
-    interval,
     json_text,
     message,
     now,
@@ -36,9 +41,6 @@ from lanner.values import (
 
 LISTABLE_STATES: Final = ("complete", "waiting", "running", "stalled", "scheduled", "depends")
 """The states `jobs()` lists (and `recurring`, for templates)."""
-
-RECUR_FIELDS: Final = ("priority", "interval", "retries", "data", "klass", "queue", "backlog")
-"""What `recur_update` can change."""
 
 
 # -- putting work -------------------------------------------------------------------------
@@ -493,81 +495,3 @@ class WorkerAt(NamedTuple):
 
 def worker_at(worker: object, when: float | None) -> WorkerAt:
     return WorkerAt(label(worker, "worker"), now(when))
-
-
-class Recur(NamedTuple):
-    """A recurring template; its first run is due at `now + offset`."""
-
-    queue: str
-    jid: str
-    klass: str
-    data: str
-    interval: float
-    offset: float
-    priority: int
-    tags: list[str]
-    retries: int
-    backlog: int
-    now: float
-
-
-def recur(
-    queue: object,
-    jid: object,
-    klass: object,
-    data: object,
-    every: object,
-    offset: object,
-    priority: object,
-    tags: object,
-    retries: object,
-    backlog: object,
-    when: float | None,
-    limit: int,
-) -> Recur:
-    return Recur(
-        queue_name(queue),
-        label(jid, "jid"),
-        label(klass, "klass"),
-        json_text(data, "data", limit),
-        interval(every),
-        seconds(offset, "offset"),
-        integer(priority, "priority"),
-        unique_labels(tags, "tags"),  # type: ignore[arg-type]
-        integer(retries, "retries", 0),
-        integer(backlog, "backlog", 0),
-        now(when),
-    )
-
-
-class RecurUpdate(NamedTuple):
-    jid: str
-    changes: dict[str, str | int | float]  # field of RECUR_FIELDS -> checked value
-    now: float
-
-
-def recur_update(jid: object, changes: object, when: float | None, limit: int) -> RecurUpdate:
-    checked_jid = label(jid, "jid")
-    if not isinstance(changes, Mapping):
-        raise MalformedArgument(f"changes must be a mapping, not {type(changes).__name__}")
-    unknown = sorted(str(key) for key in set(changes) - set(RECUR_FIELDS))
-    if unknown:
-        raise MalformedArgument(
-            f"recur_update(): unknown field(s) {', '.join(unknown)}; "
-            f"known: {', '.join(RECUR_FIELDS)}"
-        )
-    checked: dict[str, str | int | float] = {}
-    for key, value in changes.items():
-        if key == "priority":
-            checked[key] = integer(value, key)
-        elif key in ("retries", "backlog"):
-            checked[key] = integer(value, key, 0)
-        elif key == "interval":
-            checked[key] = interval(value)
-        elif key == "data":
-            checked[key] = json_text(value, "data", limit)
-        elif key == "klass":
-            checked[key] = label(value, "klass")
-        else:
-            checked[key] = queue_name(value)
-    return RecurUpdate(checked_jid, checked, now(when))
