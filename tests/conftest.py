@@ -1,4 +1,4 @@
-"""Fixtures shared by every test folder: a private Redis server for the Redis engine's tests.
+"""Fixtures shared by every test folder: private Redis and SQS servers for the engines' tests.
 
 `redis_url` (session-scoped) is `LANNER_REDIS_URL` if set, else the URL of a redis-server
 started from PATH on a free loopback port, with no persistence, for the whole session. It
@@ -8,15 +8,25 @@ server is a broken set-up, not an optional extra.
 
 `redis_server_factory` starts further private servers (with extra arguments such as
 `--requirepass`), each of which a test can stop, start and restart on the same port.
+
+`sqs_url` (session-scoped) is `LANNER_SQS_URL` if set, else the sqs:// URL of moto's SQS
+server (`python -m moto.server`, a process of its own: the tests' pools fork, and a
+server thread must not be copied into them) on a free loopback port, with dummy AWS
+credentials in the environment so that boto3 never reaches AWS. Without moto the tests
+that need it are skipped, or fail under CI. `sqs_fresh_url` gives each test its own
+queue prefix (moto slows as a queue grows: tests keep their queues shallow and apart).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -146,3 +156,71 @@ def redis_server_factory(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]
     yield start
     for server in servers:
         server.stop()
+
+
+# -- SQS ----------------------------------------------------------------------------------
+_DUMMY_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+def _serves(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def sqs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An SQS endpoint for the session: LANNER_SQS_URL, or moto's server on loopback."""
+    external = os.environ.get("LANNER_SQS_URL")
+    if external:
+        yield external
+        return
+    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("boto3") is None:
+        message = "moto[server] and boto3 are not installed: the SQS engine's tests need them"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " (pip install -e '.[dev]')")
+        pytest.skip(message)
+    saved = {name: os.environ.get(name) for name in (*_DUMMY_AWS, "AWS_PROFILE")}
+    os.environ.update(_DUMMY_AWS)
+    os.environ.pop("AWS_PROFILE", None)
+    port = _free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with log.open("wb") as output:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + START_TIMEOUT * 3
+        while not _serves(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto's server did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield f"sqs://us-east-1?endpoint_url=http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=START_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture
+def sqs_fresh_url(sqs_url: str) -> str:
+    """The session's SQS endpoint with a queue prefix of this test's own."""
+    return f"{sqs_url}&prefix=t{uuid.uuid4().hex[:8]}-"

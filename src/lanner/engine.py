@@ -44,12 +44,20 @@ CONFIG_DEFAULTS: Final[Mapping[str, ConfigValue]] = {
 """Defaults of `config_get`. Per-queue keys: `<queue>-heartbeat`, `<queue>-max-concurrency`."""
 
 
+def lease_queue(key: str) -> str | None:
+    """The queue whose lock a config key sets (`<queue>-heartbeat`), or None."""
+    queue, dash, setting = key.rpartition("-")
+    if dash and setting == "heartbeat" and names.is_queue_name(queue):
+        return queue
+    return None
+
+
 class Capability(StrEnum):
     """What an engine can do beyond the core commands every engine has.
 
-    Core (no capability needed): put, put_many, requeue, pop, peek, heartbeat, complete,
-    complete_many, release, fail, retry, cancel, get, multiget, queues, queue_counts, length,
-    jobs, failed, failed_groups, unfail, config_*, close.
+    Core (no capability needed): put, put_many, pop, heartbeat, complete, complete_many,
+    release, fail, retry, queues, queue_counts, length, config_*, close. What a message
+    broker such as SQS cannot do (find a job by its id, list what it holds) is a capability.
     """
 
     PRIORITY = "priority"  # per-job priority ordering and the `priority` command
@@ -63,12 +71,23 @@ class Capability(StrEnum):
     TRACKING = "tracking"  # track, untrack, tracked
     LOG = "log"  # custom history entries
     STATS = "stats"  # per-day wait/run statistics with histograms
-    WORKERS = "workers"  # worker registry: workers, worker_jobs, worker_deregister
+    # Worker registry: workers, worker_jobs, worker_deregister; with it, a worker's locks
+    # live in the store, so any process can settle them in its name (a pool's supervisor
+    # for a dead child). Without it only the process that popped a job can settle it.
+    WORKERS = "workers"
     RECURRING = "recurring"  # recur, unrecur, recur_get, recur_update, recur_tag, recur_untag
     QUEUE_FORGET = "queue-forget"
     RESULTS = "results"  # complete(result=...), complete_many(results=...), Job.result
     WAIT = "wait"  # wait(jid): block until a job finishes, without polling the store
     UNIQUE = "unique"  # put(if_exists="keep" | "move-unless-running"), atomically
+    # Jobs known by jid: get, multiget, requeue; a put of a live jid moves that job
+    # (without it every put is a new message: a jid put twice runs twice).
+    LOOKUP = "lookup"
+    CANCEL = "cancel"  # cancel(jids)
+    LISTING = "listing"  # jobs(state, queue), peek: what a queue holds, without taking it
+    FAILURES = "failures"  # failed_groups, failed, unfail: failure groups counted and paged
+    # config_set of any key; without it only a queue's lock, `<queue>-heartbeat`
+    CONFIG = "config"
 
 
 class Engine(EngineHooks):
@@ -83,7 +102,7 @@ class Engine(EngineHooks):
 
     def _require(self, capability: Capability, command: str) -> None:
         if capability not in self.capabilities:
-            raise Unsupported(self.name, command, capability)
+            raise Unsupported(self.name, command, capability.value)
 
     # -- putting work ---------------------------------------------------------------------
     def put(
@@ -134,9 +153,10 @@ class Engine(EngineHooks):
         if_exists: str = "move",
         now: float | None = None,
     ) -> str:
-        """Like `put`, but the job must exist (else `JobNotFound`)."""
+        """LOOKUP: like `put`, but the job must exist (else `JobNotFound`)."""
         given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists)
         checked = checks.put(given, worker, now, self.max_data_bytes)
+        self._require(Capability.LOOKUP, "requeue")
         return self._put_checked("requeue", checked)[0]
 
     def _put_checked(self, command: str, checked: checks.Put) -> list[str]:
@@ -148,7 +168,7 @@ class Engine(EngineHooks):
     def _gate_put(self, job: NewJob) -> None:
         if job.delay:
             self._require(Capability.DELAY, "put(delay=...)")
-        if job.priority is not None:
+        if job.priority:  # 0 is every job's priority where there is no ordering by it
             self._require(Capability.PRIORITY, "put(priority=...)")
         if job.tags:
             self._require(Capability.TAGS, "put(tags=...)")
@@ -180,8 +200,11 @@ class Engine(EngineHooks):
         return self._pop(command)
 
     def peek(self, queue: str, count: int = 1, *, now: float | None = None) -> list[Job]:
-        """The jobs `pop` would give next, without locking them (works on paused queues)."""
-        return self._peek(checks.peek(queue, count, now))
+        """LISTING: the jobs `pop` would give next, without locking them (works on paused
+        queues)."""
+        command = checks.peek(queue, count, now)
+        self._require(Capability.LISTING, "peek")
+        return self._peek(command)
 
     def heartbeat(
         self, jid: str, worker: str, data: str | None = None, *, now: float | None = None
@@ -297,8 +320,10 @@ class Engine(EngineHooks):
 
     # -- managing jobs --------------------------------------------------------------------
     def cancel(self, jids: Sequence[str], *, now: float | None = None) -> list[str]:
-        """Delete jobs everywhere. Refuses (InvalidState) if another job depends on one of them."""
+        """CANCEL: delete jobs everywhere. Refuses (InvalidState) if another job depends on
+        one of them."""
         command = checks.jids(jids, now)
+        self._require(Capability.CANCEL, "cancel")
         return self._cancel(command) if command.jids else []
 
     def timeout(self, jids: Sequence[str], *, now: float | None = None) -> None:
@@ -313,7 +338,10 @@ class Engine(EngineHooks):
         self._set_priority(checks.priority(jid, priority, now))
 
     def get(self, jid: str, *, now: float | None = None) -> Job | None:
-        found = self._multiget(checks.Jids([names.label(jid, "jid")], values.now(now)))
+        """LOOKUP: the job, or None if there is none of that jid."""
+        command = checks.Jids([names.label(jid, "jid")], values.now(now))
+        self._require(Capability.LOOKUP, "get")
+        found = self._multiget(command)
         return found[0] if found else None
 
     def wait(self, jid: str, *, timeout: float, now: float | None = None) -> Job | None:
@@ -327,8 +355,9 @@ class Engine(EngineHooks):
         return self._wait(checks.wait(jid, timeout, now))
 
     def multiget(self, jids: Sequence[str], *, now: float | None = None) -> list[Job]:
-        """The jobs that exist among `jids`, in the order asked."""
+        """LOOKUP: the jobs that exist among `jids`, in the order asked."""
         command = checks.jids(jids, now, unique=False)
+        self._require(Capability.LOOKUP, "multiget")
         return self._multiget(command) if command.jids else []
 
     # -- queues ---------------------------------------------------------------------------
@@ -353,9 +382,10 @@ class Engine(EngineHooks):
         *,
         now: float | None = None,
     ) -> list[str]:
-        """Jids by state: `complete` (newest first, no queue) or running, stalled, scheduled,
-        depends, waiting, recurring (per queue)."""
+        """LISTING: jids by state: `complete` (newest first, no queue) or running, stalled,
+        scheduled, depends, waiting, recurring (per queue)."""
         command = checks.listing(state, queue, offset, count, now)
+        self._require(Capability.LISTING, "jobs")
         return self._jobs(command) if command.limit else []
 
     def pause(self, queues: Sequence[str], *, now: float | None = None) -> None:
@@ -379,18 +409,25 @@ class Engine(EngineHooks):
 
     # -- failures -------------------------------------------------------------------------
     def failed_groups(self, *, now: float | None = None) -> dict[str, int]:
-        """Failure groups and how many jobs each holds."""
-        return self._failed_groups(values.now(now))
+        """FAILURES: failure groups and how many jobs each holds."""
+        checked_now = values.now(now)
+        self._require(Capability.FAILURES, "failed_groups")
+        return self._failed_groups(checked_now)
 
     def failed(
         self, group: str, start: int = 0, limit: int = 25, *, now: float | None = None
     ) -> JobPage:
-        """The jobs of one failure group, newest first."""
-        return self._failed(checks.failed_page(group, start, limit, now))
+        """FAILURES: the jobs of one failure group, newest first."""
+        command = checks.failed_page(group, start, limit, now)
+        self._require(Capability.FAILURES, "failed")
+        return self._failed(command)
 
     def unfail(self, queue: str, group: str, count: int = 25, *, now: float | None = None) -> int:
-        """Put up to `count` of the oldest jobs of `group` back into `queue`; return how many."""
-        return self._unfail(checks.unfail(queue, group, count, now))
+        """FAILURES: put up to `count` of the oldest jobs of `group` back into `queue`;
+        return how many."""
+        command = checks.unfail(queue, group, count, now)
+        self._require(Capability.FAILURES, "unfail")
+        return self._unfail(command)
 
     # -- configuration --------------------------------------------------------------------
     def config_get(self, key: str, *, now: float | None = None) -> ConfigValue | None:
@@ -404,6 +441,8 @@ class Engine(EngineHooks):
         setting = checks.config_set(key, value)
         if setting.key.endswith("-max-concurrency"):
             self._require(Capability.MAX_CONCURRENCY, "config_set(<queue>-max-concurrency)")
+        if lease_queue(setting.key) is None:
+            self._require(Capability.CONFIG, f"config_set({setting.key!r})")
         self._config_set(setting, values.now(now))
 
     def config_unset(self, key: str, *, now: float | None = None) -> None:

@@ -40,20 +40,48 @@ class LannerError(Exception):
     """Base class of every error lanner raises on purpose."""
 
 
+_WHAT_IT_TAKES = {
+    "lookup": "find a job by its id",
+    "cancel": "cancel a job",
+    "listing": "list or peek at the jobs of a queue without taking them",
+    "failures": "count, list or put back failed jobs",
+    "config": "keep settings other than a queue's lock (<queue>-heartbeat)",
+    "workers": "say which worker holds which job, or settle a job from another process",
+    "wait": "wait for a job to finish",
+    "priority": "order a queue's jobs by priority",
+    "pause": "pause a queue",
+    "timeout": "force a job's lock to run out",
+    "max-concurrency": "cap how many jobs of a queue run at once",
+    "results": "keep what a task returned",
+    "unique": "keep one live job per id",
+}
+"""What a capability lets an engine do, as `Unsupported` says it is missing."""
+
+
 class Unsupported(LannerError):
     """The engine does not support this command; see its `capabilities`."""
 
-    def __init__(self, engine: str, command: str, capability: str) -> None:
-        super().__init__(
-            f"the {engine} engine does not support {command!r} "
-            f"(capability {capability!r} is not in its capabilities)"
-        )
+    def __init__(self, engine: str, command: str, capability: str, reason: str = "") -> None:
+        """`reason`, if given, says why in place of the missing capability (a command the
+        engine has, refused for one of its arguments: "the sqs engine cannot ...")."""
+        what = _WHAT_IT_TAKES.get(capability)
+        if reason:
+            text = f"the {engine} engine does not support {command!r}: {reason}"
+        elif what:
+            text = f"the {engine} engine cannot {what} ({command!r} needs {capability!r})"
+        else:
+            text = (
+                f"the {engine} engine does not support {command!r} "
+                f"(capability {capability!r} is not in its capabilities)"
+            )
+        super().__init__(text)
         self.engine = engine
         self.command = command
         self.capability = capability
+        self.reason = reason
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.engine, self.command, self.capability))
+        return (type(self), (self.engine, self.command, self.capability, self.reason))
 
 
 class MalformedArgument(LannerError, ValueError):

@@ -36,6 +36,10 @@ class EngineHooks(abc.ABC):
 
     name: ClassVar[str]
     capabilities: ClassVar[frozenset[Capability]]
+    follows_now: ClassVar[bool] = True
+    """Whether locks run out and delays end by the `now` commands are given (tests drive the
+    clock). False where the store keeps its own clock (SQS's visibility timeouts and
+    delays): `now` then only dates what the engine reports (expiries, history)."""
 
     @property
     @abc.abstractmethod

@@ -29,6 +29,10 @@ def queue_name(value: object, what: str = "queue") -> str:
     return value
 
 
+def is_queue_name(value: str) -> bool:
+    return _QUEUE_NAME.fullmatch(value) is not None
+
+
 def queue_names(values: Sequence[object]) -> list[str]:
     return [queue_name(v) for v in sequence(values, "queues")]
 

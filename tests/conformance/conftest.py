@@ -2,6 +2,12 @@
 
 The suite is written once against `lanner.Engine` and docs/protocol.md, and runs
 unchanged against each engine named in `STORES`. Adding an engine is one line there.
+
+A test of a promise that needs a capability says so, `@pytest.mark.requires(Capability.X)`
+(or `pytestmark` for a whole module), and is skipped where the engine lacks it (only
+there: the other engines run it); `test_capabilities.py` proves that what is absent is
+refused. A test that drives locks or delays by `now` alone is marked `driven_clock`, and
+skipped on an engine whose store keeps its own clock (`Engine.follows_now` False: SQS).
 """
 
 from __future__ import annotations
@@ -33,7 +39,23 @@ STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
     "redis": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=function",
     "redis-script": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=script",
+    "sqs": lambda request, tmp: str(request.getfixturevalue("sqs_fresh_url")),
 }
+
+
+@pytest.fixture(autouse=True)
+def _required(request: pytest.FixtureRequest) -> None:
+    """Skip a test marked `requires(...)` or `driven_clock` where the engine cannot run it."""
+    needed = [c for marker in request.node.iter_markers("requires") for c in marker.args]
+    clocked = request.node.get_closest_marker("driven_clock") is not None
+    if not needed and not clocked:
+        return
+    engine: Engine = request.getfixturevalue("engine")
+    missing = [c.value for c in needed if c not in engine.capabilities]
+    if missing:
+        pytest.skip(f"{engine.name} engine lacks {', '.join(missing)}")
+    if clocked and not engine.follows_now:
+        pytest.skip(f"{engine.name} engine's locks and delays run on its store's own clock")
 
 
 @pytest.fixture(params=sorted(STORES))

@@ -71,31 +71,29 @@ def failed(
     group: str = "boom",
     worker: str = "w1",
     now: float = T0,
-) -> Job:
-    """Put, pop and fail a job into `group`."""
+) -> None:
+    """Put, pop and fail a job into `group` (read it back with `get`, where LOOKUP is)."""
     running(engine, jid, queue, worker, now)
     engine.fail(jid, worker, group, f"{jid} failed", now=now)
-    return get(engine, jid, now)
 
 
 def completed(
     engine: Engine, jid: str = "j", queue: str = "q", worker: str = "w1", now: float = T0
-) -> Job:
+) -> None:
     """Put, pop and complete a job."""
     running(engine, jid, queue, worker, now)
     engine.complete(jid, worker, queue, now=now)
-    return get(engine, jid, now)
 
 
-def in_state(engine: Engine, state: str, jid: str = "j", queue: str = "q") -> Job:
-    """A job in one of the core states: waiting, running, failed or complete (at T0)."""
+def in_state(engine: Engine, state: str, jid: str = "j", queue: str = "q") -> None:
+    """Make a job in one of the core states: waiting, running, failed or complete (at T0)."""
     if state == "waiting":
         engine.put(queue, jid, "Task", now=T0)
-        return get(engine, jid)
-    if state == "running":
-        return running(engine, jid, queue)
-    if state == "failed":
-        return failed(engine, jid, queue)
-    if state == "complete":
-        return completed(engine, jid, queue)
-    raise AssertionError(f"no recipe for state {state!r}")
+    elif state == "running":
+        running(engine, jid, queue)
+    elif state == "failed":
+        failed(engine, jid, queue)
+    elif state == "complete":
+        completed(engine, jid, queue)
+    else:
+        raise AssertionError(f"no recipe for state {state!r}")

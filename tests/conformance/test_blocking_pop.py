@@ -102,6 +102,7 @@ def test_pop_with_wait_returns_a_job_that_becomes_due_during_the_wait(engine: En
     assert 0.3 < took < PROMPT
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_pop_with_wait_returns_a_job_whose_lock_runs_out_during_the_wait(
     engine: Engine,
 ) -> None:

@@ -11,6 +11,7 @@ from .helpers import T0, get, in_state, jids, pop_jids, put_all, require, runnin
 # -- cancel -------------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CANCEL)
 def test_cancel_deletes_the_job_and_returns_its_jid(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
 
@@ -20,6 +21,7 @@ def test_cancel_deletes_the_job_and_returns_its_jid(engine: Engine) -> None:
     assert pop_jids(engine, "q", now=T0 + 1) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CANCEL)
 @pytest.mark.parametrize("state", ["waiting", "running", "failed"])
 def test_cancel_deletes_a_job_in_any_state(engine: Engine, state: str) -> None:
     in_state(engine, state, "j1")
@@ -27,6 +29,7 @@ def test_cancel_deletes_a_job_in_any_state(engine: Engine, state: str) -> None:
     assert engine.get("j1", now=T0 + 1) is None
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CANCEL, Capability.LISTING)
 def test_cancel_ignores_completed_jobs(engine: Engine) -> None:
     in_state(engine, "complete", "done")
     engine.put("q", "j1", "Task", now=T0)
@@ -36,12 +39,14 @@ def test_cancel_ignores_completed_jobs(engine: Engine) -> None:
     assert engine.jobs("complete", now=T0 + 1) == ["done"]
 
 
+@pytest.mark.requires(Capability.CANCEL)
 def test_cancel_ignores_unknown_jids(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     assert engine.cancel(["nope", "j1", "other"], now=T0 + 1) == ["j1"]
     assert engine.cancel(["nope"], now=T0 + 1) == []
 
 
+@pytest.mark.requires(Capability.CANCEL, Capability.LISTING)
 def test_cancel_of_a_running_job_frees_its_queue(engine: Engine) -> None:
     running(engine, "j1")
     engine.cancel(["j1"], now=T0 + 1)
@@ -50,6 +55,7 @@ def test_cancel_of_a_running_job_frees_its_queue(engine: Engine) -> None:
     assert engine.jobs("running", "q", now=T0 + 1) == []
 
 
+@pytest.mark.requires(Capability.CANCEL)
 def test_cancelled_job_cannot_be_completed(engine: Engine) -> None:
     running(engine, "j1")
     engine.cancel(["j1"], now=T0 + 1)
@@ -57,6 +63,7 @@ def test_cancelled_job_cannot_be_completed(engine: Engine) -> None:
         engine.complete("j1", "w1", "q", now=T0 + 2)
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CANCEL, Capability.FAILURES)
 def test_cancel_of_a_failed_job_removes_it_from_its_group(engine: Engine) -> None:
     in_state(engine, "failed", "j1")
     engine.cancel(["j1"], now=T0 + 1)

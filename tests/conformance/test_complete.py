@@ -14,6 +14,7 @@ def test_complete_returns_complete(engine: Engine) -> None:
     assert engine.complete("j1", "w1", "q", now=T0 + 1) == "complete"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_completed_job_is_complete_with_no_queue_and_a_done_entry(engine: Engine) -> None:
     running(engine, "j1")
     engine.complete("j1", "w1", "q", now=T0 + 1)
@@ -25,6 +26,7 @@ def test_completed_job_is_complete_with_no_queue_and_a_done_entry(engine: Engine
     assert job.history[-1].when == T0 + 1
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_completed_job_leaves_its_queue(engine: Engine) -> None:
     running(engine, "j1")
     engine.complete("j1", "w1", "q", now=T0 + 1)
@@ -36,12 +38,14 @@ def test_completed_job_leaves_its_queue(engine: Engine) -> None:
     assert pop_jids(engine, "q", "w2", now=T0 + 200) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_with_data_replaces_the_data(engine: Engine) -> None:
     running(engine, "j1")
     engine.complete("j1", "w1", "q", '{"result": 42}', now=T0 + 1)
     assert get(engine, "j1", T0 + 1).decoded_data() == {"result": 42}
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_without_data_keeps_the_data(engine: Engine) -> None:
     engine.put("q", "j1", "Task", '{"in": 1}', now=T0)
     pop_jids(engine, "q")
@@ -49,6 +53,7 @@ def test_complete_without_data_keeps_the_data(engine: Engine) -> None:
     assert get(engine, "j1", T0 + 1).decoded_data() == {"in": 1}
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_by_another_worker_raises_lock_lost(engine: Engine) -> None:
     running(engine, "j1", worker="w1")
     with pytest.raises(LockLost):
@@ -56,6 +61,7 @@ def test_complete_by_another_worker_raises_lock_lost(engine: Engine) -> None:
     assert get(engine, "j1", T0 + 1).state == JobState.RUNNING
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_in_the_wrong_queue_raises_lock_lost(engine: Engine) -> None:
     running(engine, "j1", queue="q")
     engine.put("other", "x", "Task", now=T0)
@@ -64,6 +70,7 @@ def test_complete_in_the_wrong_queue_raises_lock_lost(engine: Engine) -> None:
     assert get(engine, "j1", T0 + 1).state == JobState.RUNNING
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_of_a_waiting_job_raises_lock_lost(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     with pytest.raises(LockLost):
@@ -78,11 +85,13 @@ def test_complete_twice_raises_lock_lost(engine: Engine) -> None:
         engine.complete("j1", "w1", "q", now=T0 + 2)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_of_a_missing_job_raises_job_not_found(engine: Engine) -> None:
     with pytest.raises(JobNotFound):
         engine.complete("nope", "w1", "q", now=T0)
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_jobs_complete_lists_completed_jobs_newest_first(engine: Engine) -> None:
     for i, jid in enumerate(["a", "b", "c"]):
         running(engine, jid, now=T0 + i)
@@ -95,6 +104,7 @@ def test_jobs_complete_lists_completed_jobs_newest_first(engine: Engine) -> None
 # -- advancing with next --------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_with_next_advances_the_job_to_waiting_in_next(engine: Engine) -> None:
     running(engine, "j1", queue="q1")
 
@@ -106,6 +116,7 @@ def test_complete_with_next_advances_the_job_to_waiting_in_next(engine: Engine) 
     assert pop_jids(engine, "q2", "w2", now=T0 + 1) == ["j1"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_advancing_records_done_then_put_into_next(engine: Engine) -> None:
     running(engine, "j1", queue="q1")
     engine.complete("j1", "w1", "q1", next="q2", now=T0 + 1)
@@ -115,6 +126,7 @@ def test_advancing_records_done_then_put_into_next(engine: Engine) -> None:
     assert history[-1].details["q"] == "q2"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_advancing_resets_remaining(engine: Engine) -> None:
     running(engine, "j1", queue="q1", retries=3)
     engine.retry("j1", "q1", "w1", now=T0)
@@ -124,6 +136,7 @@ def test_advancing_resets_remaining(engine: Engine) -> None:
     assert (job.retries, job.remaining) == (3, 3)
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_advancing_is_not_a_completion(engine: Engine) -> None:
     running(engine, "j1", queue="q1")
     engine.complete("j1", "w1", "q1", next="q2", now=T0 + 1)
@@ -136,6 +149,7 @@ def test_advancing_into_the_same_queue_gives_the_job_again(engine: Engine) -> No
     assert pop_jids(engine, "q", "w2", now=T0 + 1) == ["j1"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_with_next_and_delay_schedules_the_job(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     running(engine, "j1", queue="q1")
@@ -150,6 +164,7 @@ def test_complete_with_next_and_delay_schedules_the_job(engine: Engine) -> None:
 # -- complete_many ------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_many_completes_every_held_job(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b", "c"])
     pop_jids(engine, "q", count=3)
@@ -158,6 +173,7 @@ def test_complete_many_completes_every_held_job(engine: Engine) -> None:
     assert [j.state for j in engine.multiget(["a", "b", "c"], now=T0 + 1)] == ["complete"] * 3
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_complete_many_skips_jobs_the_worker_does_not_hold(engine: Engine) -> None:
     put_all(engine, "q", ["mine", "theirs", "idle"])
     pop_jids(engine, "q", "w1")
@@ -178,6 +194,7 @@ def test_complete_many_of_nothing_returns_nothing(engine: Engine) -> None:
 # -- retention of completed jobs --------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.LISTING, Capability.CONFIG)
 def test_completed_jobs_beyond_jobs_history_count_are_deleted(engine: Engine) -> None:
     engine.config_set("jobs-history-count", 2, now=T0)
     for i, jid in enumerate(["a", "b", "c"]):
@@ -189,6 +206,7 @@ def test_completed_jobs_beyond_jobs_history_count_are_deleted(engine: Engine) ->
     assert engine.jobs("complete", now=T0 + 3) == ["c", "b"]
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.LISTING, Capability.CONFIG)
 def test_completed_jobs_older_than_jobs_history_are_deleted(engine: Engine) -> None:
     engine.config_set("jobs-history", 100, now=T0)
     running(engine, "old")
@@ -204,6 +222,7 @@ def test_completed_jobs_older_than_jobs_history_are_deleted(engine: Engine) -> N
 # -- release ------------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_release_gives_jobs_back_in_their_old_place_without_a_retry(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b", "c"])
     popped = pop_jids(engine, "q", "w1", count=2, now=T0 + 1)
@@ -217,6 +236,7 @@ def test_release_gives_jobs_back_in_their_old_place_without_a_retry(engine: Engi
     assert whats(job)[-2:] == ["released", "popped"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_release_spending_a_retry_keeps_the_place_and_counts_the_try(engine: Engine) -> None:
     engine.put("q", "a", "Task", retries=1, now=T0)
     engine.put("q", "b", "Task", now=T0 + 0.5)
@@ -230,6 +250,7 @@ def test_release_spending_a_retry_keeps_the_place_and_counts_the_try(engine: Eng
     assert get(engine, "a", T0 + 4).remaining == 0  # never below none left
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_release_skips_jobs_the_worker_does_not_hold(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b"])
     pop_jids(engine, "q", "w1", now=T0)
@@ -238,12 +259,14 @@ def test_release_skips_jobs_the_worker_does_not_hold(engine: Engine) -> None:
     assert get(engine, "b", T0 + 1).worker == "w2"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_release_in_another_queue_is_skipped(engine: Engine) -> None:
     running(engine, "a", queue="q")
     assert engine.release(["a"], "w1", "other", now=T0 + 1) == []
     assert get(engine, "a", T0 + 1).state == "running"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_release_with_a_delay_schedules_the_job(engine: Engine) -> None:
     running(engine, "a", queue="q")
     assert engine.release(["a"], "w1", "q", delay=30, now=T0 + 1) == ["a"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import lanner
-from lanner import Engine, JobState, NewJob
+from lanner import Capability, Engine, JobState, NewJob
 
 from .helpers import T0
 
@@ -107,6 +107,7 @@ def run_together(script: str, argvs: list[list[str]]) -> list[str]:
                 child.wait()
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 @pytest.mark.slow
 def test_two_processes_popping_get_every_job_exactly_once(engine: Engine, engine_url: str) -> None:
     all_jids = [f"job-{i:04d}" for i in range(JOBS)]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from lanner import CONFIG_DEFAULTS, ConfigValue, Engine, MalformedArgument
+from lanner import CONFIG_DEFAULTS, Capability, ConfigValue, Engine, MalformedArgument
 
 from .helpers import T0, get, running
 
@@ -39,6 +39,7 @@ def test_config_get_of_an_unset_key_without_default_is_none(engine: Engine) -> N
     assert engine.config_get("no-such-key", now=T0) is None
 
 
+@pytest.mark.requires(Capability.CONFIG)
 @pytest.mark.parametrize("value", [30, 2.5, "text"])
 def test_config_set_then_get_returns_the_value_and_type(engine: Engine, value: ConfigValue) -> None:
     engine.config_set("my-key", value, now=T0)
@@ -47,18 +48,21 @@ def test_config_set_then_get_returns_the_value_and_type(engine: Engine, value: C
     assert type(got) is type(value)
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_config_set_overrides_a_default(engine: Engine) -> None:
     engine.config_set("heartbeat", 30, now=T0)
     assert engine.config_get("heartbeat", now=T0) == 30
     assert engine.config_all(now=T0)["heartbeat"] == 30
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_config_unset_restores_the_default(engine: Engine) -> None:
     engine.config_set("heartbeat", 30, now=T0)
     engine.config_unset("heartbeat", now=T0)
     assert engine.config_get("heartbeat", now=T0) == 60
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_config_unset_of_a_key_without_default_removes_it(engine: Engine) -> None:
     engine.config_set("my-key", "v", now=T0)
     engine.config_unset("my-key", now=T0)
@@ -71,6 +75,7 @@ def test_config_unset_of_an_unknown_key_does_nothing(engine: Engine) -> None:
     assert engine.config_get("heartbeat", now=T0) == 60
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_config_all_merges_what_was_set(engine: Engine) -> None:
     engine.config_set("q-heartbeat", 5, now=T0)
     engine.config_set("grace-period", 3, now=T0)
@@ -80,6 +85,7 @@ def test_config_all_merges_what_was_set(engine: Engine) -> None:
     assert everything["heartbeat"] == 60
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_global_heartbeat_sets_the_lock_length(engine: Engine) -> None:
     engine.config_set("heartbeat", 30, now=T0)
     job = running(engine, "j1")
@@ -94,11 +100,13 @@ def test_queue_heartbeat_overrides_the_global_one(engine: Engine) -> None:
     assert engine.heartbeat("j1", "w1", now=T0 + 1) == T0 + 6
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_fractional_heartbeat_is_honoured(engine: Engine) -> None:
     engine.config_set("heartbeat", 7.5, now=T0)
     assert running(engine, "j1").expires == T0 + 7.5
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CONFIG)
 def test_grace_period_setting_sets_the_grace_length(engine: Engine) -> None:
     engine.config_set("grace-period", 3, now=T0)
     running(engine, "j1")
@@ -107,6 +115,7 @@ def test_grace_period_setting_sets_the_grace_length(engine: Engine) -> None:
     assert [j.jid for j in engine.pop("q", "w2", now=T0 + 63)] == ["j1"]
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CONFIG)
 def test_max_job_history_setting_caps_histories(engine: Engine) -> None:
     engine.config_set("max-job-history", 2, now=T0)
     for i in range(5):

@@ -16,6 +16,7 @@ def test_fail_returns_the_jid(engine: Engine) -> None:
     assert engine.fail("j1", "w1", "boom", "it broke", now=T0 + 1) == "j1"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_failed_job_records_the_failure(engine: Engine) -> None:
     running(engine, "j1")
     engine.fail("j1", "w1", "boom", "it broke", now=T0 + 1)
@@ -29,6 +30,7 @@ def test_failed_job_records_the_failure(engine: Engine) -> None:
     assert job.failure.worker == "w1"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_fail_adds_a_failed_history_entry_naming_the_group(engine: Engine) -> None:
     running(engine, "j1")
     engine.fail("j1", "w1", "boom", "it broke", now=T0 + 1)
@@ -37,12 +39,14 @@ def test_fail_adds_a_failed_history_entry_naming_the_group(engine: Engine) -> No
     assert (event.what, event.when, event.details["group"]) == ("failed", T0 + 1, "boom")
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_fail_with_data_replaces_the_data(engine: Engine) -> None:
     running(engine, "j1")
     engine.fail("j1", "w1", "boom", "it broke", '{"trace": "x"}', now=T0 + 1)
     assert get(engine, "j1", T0 + 1).decoded_data() == {"trace": "x"}
 
 
+@pytest.mark.requires(Capability.FAILURES)
 def test_failed_job_leaves_its_queue(engine: Engine) -> None:
     running(engine, "j1")
     engine.fail("j1", "w1", "boom", "it broke", now=T0 + 1)
@@ -53,6 +57,7 @@ def test_failed_job_leaves_its_queue(engine: Engine) -> None:
     assert engine.failed_groups(now=T0 + 1) == {"boom": 1}
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.FAILURES)
 def test_fail_by_another_worker_raises_lock_lost(engine: Engine) -> None:
     running(engine, "j1", worker="w1")
     with pytest.raises(LockLost):
@@ -61,6 +66,7 @@ def test_fail_by_another_worker_raises_lock_lost(engine: Engine) -> None:
     assert engine.failed_groups(now=T0 + 1) == {}
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_fail_of_a_waiting_job_raises_invalid_state(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     with pytest.raises(InvalidState):
@@ -68,6 +74,7 @@ def test_fail_of_a_waiting_job_raises_invalid_state(engine: Engine) -> None:
     assert get(engine, "j1", T0 + 1).state == JobState.WAITING
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_fail_of_a_missing_job_raises_job_not_found(engine: Engine) -> None:
     with pytest.raises(JobNotFound):
         engine.fail("nope", "w1", "boom", "gone", now=T0)
@@ -83,12 +90,14 @@ def test_old_worker_cannot_complete_a_failed_job(engine: Engine) -> None:
 # -- retry --------------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_retry_returns_the_retries_remaining(engine: Engine) -> None:
     running(engine, "j1", retries=3)
     assert engine.retry("j1", "q", "w1", now=T0 + 1) == 2
     assert get(engine, "j1", T0 + 1).remaining == 2
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_retried_job_is_waiting_and_given_again(engine: Engine) -> None:
     running(engine, "j1")
     engine.retry("j1", "q", "w1", now=T0 + 1)
@@ -114,6 +123,7 @@ def test_each_retry_spends_one(engine: Engine) -> None:
     assert spent == [2, 1, 0]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_retry_with_delay_schedules_the_job(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     running(engine, "j1")
@@ -124,6 +134,7 @@ def test_retry_with_delay_schedules_the_job(engine: Engine) -> None:
     assert pop_jids(engine, "q", now=T0 + 31) == ["j1"]
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.FAILURES)
 def test_retry_with_no_retries_left_fails_into_failed_retries(engine: Engine) -> None:
     running(engine, "j1", retries=0)
 
@@ -138,6 +149,7 @@ def test_retry_with_no_retries_left_fails_into_failed_retries(engine: Engine) ->
     assert pop_jids(engine, "q", "w2", now=T0 + 1) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.FAILURES)
 def test_retry_exhaustion_uses_the_group_and_message_given(engine: Engine) -> None:
     running(engine, "j1", retries=0)
     engine.retry("j1", "q", "w1", group="flaky", message="gave up", now=T0 + 1)
@@ -148,6 +160,7 @@ def test_retry_exhaustion_uses_the_group_and_message_given(engine: Engine) -> No
     assert engine.failed_groups(now=T0 + 1) == {"flaky": 1}
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.FAILURES)
 def test_retry_with_retries_left_ignores_group(engine: Engine) -> None:
     running(engine, "j1", retries=1)
     engine.retry("j1", "q", "w1", group="flaky", message="gave up", now=T0 + 1)
@@ -155,6 +168,7 @@ def test_retry_with_retries_left_ignores_group(engine: Engine) -> None:
     assert engine.failed_groups(now=T0 + 1) == {}
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_retry_by_another_worker_raises_lock_lost(engine: Engine) -> None:
     running(engine, "j1", worker="w1")
     with pytest.raises(LockLost):
@@ -163,6 +177,7 @@ def test_retry_by_another_worker_raises_lock_lost(engine: Engine) -> None:
     assert (job.state, job.remaining) == (JobState.RUNNING, 5)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_retry_in_the_wrong_queue_raises_lock_lost(engine: Engine) -> None:
     running(engine, "j1", queue="q")
     with pytest.raises(LockLost):
@@ -176,6 +191,7 @@ def test_retry_of_a_waiting_job_raises_invalid_state(engine: Engine) -> None:
         engine.retry("j1", "q", "w1", now=T0 + 1)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_retry_of_a_missing_job_raises_job_not_found(engine: Engine) -> None:
     with pytest.raises(JobNotFound):
         engine.retry("nope", "q", "w1", now=T0)

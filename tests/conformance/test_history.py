@@ -9,6 +9,7 @@ from lanner import Capability, Engine, JobNotFound
 from .helpers import HEARTBEAT, T0, get, pop_jids, require, running, whats
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_a_full_life_is_recorded_in_order(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     pop_jids(engine, "q", "w1", now=T0 + 1)
@@ -24,6 +25,7 @@ def test_a_full_life_is_recorded_in_order(engine: Engine) -> None:
     assert history[1].details["worker"] == "w1"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_failure_is_recorded_with_its_group(engine: Engine) -> None:
     running(engine, "j1")
     engine.fail("j1", "w1", "boom", "broke", now=T0 + 1)
@@ -32,12 +34,14 @@ def test_failure_is_recorded_with_its_group(engine: Engine) -> None:
     assert history[-1].details["group"] == "boom"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_lost_lock_is_recorded_as_timed_out(engine: Engine) -> None:
     running(engine, "j1")
     engine.pop("q", "w2", now=T0 + HEARTBEAT)
     assert whats(get(engine, "j1", T0 + HEARTBEAT)) == ["put", "popped", "timed-out"]
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CONFIG)
 def test_history_is_capped_keeping_the_first_and_the_latest_entries(engine: Engine) -> None:
     engine.config_set("max-job-history", 3, now=T0)
     for i in range(10):
@@ -48,6 +52,7 @@ def test_history_is_capped_keeping_the_first_and_the_latest_entries(engine: Engi
     assert [e.what for e in history] == ["put", "put", "put"]
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CONFIG)
 def test_history_cap_keeps_the_first_entry_across_kinds(engine: Engine) -> None:
     engine.config_set("max-job-history", 2, now=T0)
     engine.put("q", "j1", "Task", now=T0)
@@ -60,6 +65,7 @@ def test_history_cap_keeps_the_first_entry_across_kinds(engine: Engine) -> None:
     assert [(e.what, e.when) for e in history] == [("put", T0), ("popped", T0 + 6)]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_default_history_cap_is_100_entries(engine: Engine) -> None:
     for i in range(110):
         engine.put("q", "j1", "Task", now=T0 + i)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanner import Engine, InvalidState, JobNotFound, JobState, LockLost
+from lanner import Capability, Engine, InvalidState, JobNotFound, JobState, LockLost
 
 from .helpers import GRACE, HEARTBEAT, T0, get, in_state, pop_jids, running, whats
 
@@ -18,6 +18,7 @@ EXPIRED = T0 + HEARTBEAT  # the first moment the lock of a job popped at T0 has 
 # -- heartbeat ----------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_heartbeat_extends_the_lock_and_returns_the_new_expiry(engine: Engine) -> None:
     running(engine, "j1")
 
@@ -25,6 +26,7 @@ def test_heartbeat_extends_the_lock_and_returns_the_new_expiry(engine: Engine) -
     assert get(engine, "j1", T0 + 30).expires == T0 + 30 + HEARTBEAT
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_heartbeat_keeps_the_job_from_being_taken(engine: Engine) -> None:
     running(engine, "j1")
     engine.heartbeat("j1", "w1", now=T0 + 50)
@@ -33,12 +35,14 @@ def test_heartbeat_keeps_the_job_from_being_taken(engine: Engine) -> None:
     assert get(engine, "j1", EXPIRED + GRACE).worker == "w1"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_heartbeat_with_data_replaces_the_data(engine: Engine) -> None:
     running(engine, "j1")
     engine.heartbeat("j1", "w1", '{"progress": 50}', now=T0 + 1)
     assert get(engine, "j1", T0 + 1).decoded_data() == {"progress": 50}
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_heartbeat_without_data_keeps_the_data(engine: Engine) -> None:
     engine.put("q", "j1", "Task", '{"keep": true}', now=T0)
     pop_jids(engine, "q")
@@ -46,11 +50,13 @@ def test_heartbeat_without_data_keeps_the_data(engine: Engine) -> None:
     assert get(engine, "j1", T0 + 1).decoded_data() == {"keep": True}
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_heartbeat_of_a_missing_job_raises_job_not_found(engine: Engine) -> None:
     with pytest.raises(JobNotFound):
         engine.heartbeat("nope", "w1", now=T0)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 @pytest.mark.parametrize("state", ["waiting", "complete", "failed"])
 def test_heartbeat_of_a_job_not_running_raises_lock_lost_naming_its_state(
     engine: Engine, state: str
@@ -62,6 +68,7 @@ def test_heartbeat_of_a_job_not_running_raises_lock_lost_naming_its_state(
     assert get(engine, "j1", T0 + 1).state == state
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_heartbeat_by_another_worker_raises_lock_lost(engine: Engine) -> None:
     running(engine, "j1", worker="w1")
 
@@ -79,6 +86,7 @@ def test_lock_lost_is_an_invalid_state(engine: Engine) -> None:
 # -- lock expiry --------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_running_job_is_counted_running_until_its_lock_runs_out(engine: Engine) -> None:
     running(engine, "j1")
     counts = engine.queue_counts("q", now=EXPIRED - 0.5)
@@ -87,6 +95,7 @@ def test_running_job_is_counted_running_until_its_lock_runs_out(engine: Engine) 
     assert engine.jobs("stalled", "q", now=EXPIRED - 0.5) == []
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_job_whose_lock_ran_out_is_reported_stalled(engine: Engine) -> None:
     running(engine, "j1")
     counts = engine.queue_counts("q", now=EXPIRED)
@@ -106,6 +115,7 @@ def test_old_worker_can_heartbeat_an_expired_lock_nobody_took(engine: Engine) ->
     assert pop_jids(engine, "q", "w2", now=EXPIRED + 5) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_first_pop_after_expiry_grants_a_grace_period(engine: Engine) -> None:
     running(engine, "j1")
 
@@ -141,6 +151,7 @@ def test_old_worker_can_heartbeat_during_the_grace_period(engine: Engine) -> Non
     assert pop_jids(engine, "q", "w2", now=EXPIRED + GRACE) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_old_worker_can_fail_during_the_grace_period(engine: Engine) -> None:
     running(engine, "j1")
     pop_jids(engine, "q", "w2", now=EXPIRED)
@@ -148,6 +159,7 @@ def test_old_worker_can_fail_during_the_grace_period(engine: Engine) -> None:
     assert get(engine, "j1", EXPIRED + 5).state == JobState.FAILED
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_after_the_grace_period_the_job_goes_to_the_next_worker(engine: Engine) -> None:
     running(engine, "j1")
     pop_jids(engine, "q", "w2", now=EXPIRED)
@@ -160,6 +172,7 @@ def test_after_the_grace_period_the_job_goes_to_the_next_worker(engine: Engine) 
     assert whats(get(engine, "j1", EXPIRED + GRACE))[-2:] == ["timed-out", "popped"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_old_worker_loses_the_lock_once_the_job_is_handed_over(engine: Engine) -> None:
     running(engine, "j1")
     pop_jids(engine, "q", "w2", now=EXPIRED)
@@ -179,6 +192,7 @@ def test_old_worker_loses_the_lock_once_the_job_is_handed_over(engine: Engine) -
     assert engine.complete("j1", "w2", "q", now=later) == "complete"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_the_new_workers_lock_gets_its_own_grace_period(engine: Engine) -> None:
     running(engine, "j1")
     pop_jids(engine, "q", "w2", now=EXPIRED)
@@ -192,6 +206,7 @@ def test_the_new_workers_lock_gets_its_own_grace_period(engine: Engine) -> None:
     assert whats(job)[-1] == "timed-out"
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CONFIG)
 def test_zero_grace_period_hands_an_expired_job_over_at_once(engine: Engine) -> None:
     engine.config_set("grace-period", 0, now=T0)
     running(engine, "j1")
@@ -202,6 +217,7 @@ def test_zero_grace_period_hands_an_expired_job_over_at_once(engine: Engine) -> 
     assert "timed-out" in whats(get(engine, "j1", EXPIRED))
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_expired_locks_are_given_before_waiting_jobs(engine: Engine) -> None:
     engine.config_set("grace-period", 0, now=T0)
     running(engine, "old")
@@ -209,6 +225,7 @@ def test_expired_locks_are_given_before_waiting_jobs(engine: Engine) -> None:
     assert pop_jids(engine, "q", "w2", count=2, now=EXPIRED) == ["old", "new"]
 
 
+@pytest.mark.requires(Capability.CONFIG)
 def test_each_lost_lock_spends_one_retry(engine: Engine) -> None:
     engine.config_set("grace-period", 0, now=T0)
     running(engine, "j1", retries=2)
@@ -221,6 +238,7 @@ def test_each_lost_lock_spends_one_retry(engine: Engine) -> None:
     assert remaining == [1, 0]
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.FAILURES, Capability.CONFIG)
 def test_job_losing_its_lock_with_no_retries_left_fails(engine: Engine) -> None:
     engine.config_set("grace-period", 0, now=T0)
     running(engine, "j1", retries=1)
@@ -240,6 +258,7 @@ def test_job_losing_its_lock_with_no_retries_left_fails(engine: Engine) -> None:
     assert (counts.running, counts.stalled, counts.waiting) == (0, 0, 0)
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.FAILURES)
 def test_exhaustion_goes_through_the_grace_period_first(engine: Engine) -> None:
     running(engine, "j1", retries=0)
 
@@ -257,6 +276,7 @@ def test_exhaustion_goes_through_the_grace_period_first(engine: Engine) -> None:
     assert [j.jid for j in engine.failed("failed-retries-q", now=EXPIRED + GRACE).jobs] == ["j1"]
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.CONFIG)
 def test_exhausted_job_failure_names_its_queue(engine: Engine) -> None:
     engine.config_set("grace-period", 0, now=T0)
     running(engine, "j1", queue="emails", retries=0)

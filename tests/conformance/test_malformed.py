@@ -48,14 +48,15 @@ def world(engine: Engine) -> Engine:
 
 
 def snapshot(engine: Engine) -> object:
-    return (
-        engine.queues(now=NOW),
-        engine.multiget([*KNOWN, "new"], now=NOW),
-        engine.failed_groups(now=NOW),
-        engine.jobs("complete", now=NOW),
-        engine.jobs("waiting", "q", now=NOW),
-        engine.config_all(now=NOW),
-    )
+    """What the engine can show of its store (more where it has LOOKUP, LISTING, FAILURES)."""
+    shown: list[object] = [engine.queues(now=NOW), engine.config_all(now=NOW)]
+    if Capability.LOOKUP in engine.capabilities:
+        shown.append(engine.multiget([*KNOWN, "new"], now=NOW))
+    if Capability.FAILURES in engine.capabilities:
+        shown.append(engine.failed_groups(now=NOW))
+    if Capability.LISTING in engine.capabilities:
+        shown += [engine.jobs("complete", now=NOW), engine.jobs("waiting", "q", now=NOW)]
+    return shown
 
 
 def check(engine: Engine, case: Case) -> None:
@@ -110,6 +111,7 @@ def test_bad_queue_name_error_names_the_rule(world: Engine) -> None:
         world.put("a b", "new", "Task", now=NOW)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 @pytest.mark.parametrize("name", ["a", "Z", "a" * 64, "a-_9Z", "Q1-b_c"])
 def test_good_queue_names_are_accepted_unchanged(engine: Engine, name: str) -> None:
     engine.put(name, "j1", "Task", now=T0)
@@ -229,12 +231,14 @@ def test_data_over_the_size_limit_is_payload_too_large(world: Engine, command: s
     check(world, Case(lambda e: call(e, too_big), PayloadTooLarge))
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_data_of_exactly_the_size_limit_is_accepted(engine: Engine) -> None:
     data = json.dumps("x" * (engine.max_data_bytes - 2))
     engine.put("q", "j1", "Task", data, now=T0)
     assert get(engine, "j1").data == data
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_the_size_limit_counts_utf8_bytes_not_characters(engine: Engine) -> None:
     limit = engine.max_data_bytes
     data = json.dumps("é" * (limit // 2), ensure_ascii=False)  # about `limit` chars, 2x bytes

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from lanner import Capability, Engine, JobState
 
 from .helpers import HEARTBEAT, T0, get, jids, pop_jids, put_all, require, whats
@@ -11,6 +13,7 @@ def test_pop_of_an_empty_queue_gives_nothing(engine: Engine) -> None:
     assert engine.pop("q", "w1", now=T0) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_pop_of_an_unknown_queue_gives_nothing(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     assert engine.pop("other", "w1", now=T0) == []
@@ -30,6 +33,7 @@ def test_pop_locks_the_job_for_the_worker(engine: Engine) -> None:
     assert job.queue == "q"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_popped_state_is_stored(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     engine.pop("q", "w1", now=T0 + 5)
@@ -38,6 +42,7 @@ def test_popped_state_is_stored(engine: Engine) -> None:
     assert (job.state, job.worker, job.expires) == (JobState.RUNNING, "w1", T0 + 5 + HEARTBEAT)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_pop_adds_a_popped_history_entry_naming_the_worker(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     engine.pop("q", "w1", now=T0 + 5)
@@ -111,6 +116,7 @@ def test_pop_takes_only_from_its_queue(engine: Engine) -> None:
 # -- scheduled jobs -----------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_scheduled_job_is_not_given_before_it_is_due(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "j1", "Task", delay=10, now=T0)
@@ -118,6 +124,7 @@ def test_scheduled_job_is_not_given_before_it_is_due(engine: Engine) -> None:
     assert get(engine, "j1", T0 + 9.5).state == JobState.SCHEDULED
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_scheduled_job_is_given_once_due(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "j1", "Task", delay=10, now=T0)
@@ -125,6 +132,7 @@ def test_scheduled_job_is_given_once_due(engine: Engine) -> None:
     assert get(engine, "j1", T0 + 10).state == JobState.RUNNING
 
 
+@pytest.mark.driven_clock
 def test_delayed_job_is_ordered_by_its_due_time_after_earlier_ready_jobs(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "delayed", "Task", delay=10, now=T0)  # ready at T0 + 10
@@ -132,6 +140,7 @@ def test_delayed_job_is_ordered_by_its_due_time_after_earlier_ready_jobs(engine:
     assert pop_jids(engine, "q", count=2, now=T0 + 20) == ["plain", "delayed"]
 
 
+@pytest.mark.driven_clock
 def test_delayed_job_is_ordered_by_its_due_time_before_later_ready_jobs(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "delayed", "Task", delay=5, now=T0)  # ready at T0 + 5
@@ -139,6 +148,7 @@ def test_delayed_job_is_ordered_by_its_due_time_before_later_ready_jobs(engine: 
     assert pop_jids(engine, "q", count=2, now=T0 + 20) == ["delayed", "plain"]
 
 
+@pytest.mark.driven_clock
 def test_jobs_due_at_the_same_time_pop_in_insertion_order(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "b", "Task", delay=10, now=T0)  # due T0 + 10
@@ -157,6 +167,7 @@ def test_priority_orders_due_scheduled_jobs_too(engine: Engine) -> None:
 # -- peek ---------------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.LISTING)
 def test_peek_gives_what_pop_would_without_locking(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b", "c"])
 
@@ -170,6 +181,7 @@ def test_peek_gives_what_pop_would_without_locking(engine: Engine) -> None:
     assert pop_jids(engine, "q", count=2) == ["a", "b"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_peek_defaults_to_one_job(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b"])
     assert jids(engine.peek("q", now=T0)) == ["a"]
@@ -182,10 +194,12 @@ def test_peek_follows_priority(engine: Engine) -> None:
     assert jids(engine.peek("q", 5, now=T0)) == ["high", "low"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_peek_of_an_empty_queue_gives_nothing(engine: Engine) -> None:
     assert engine.peek("q", 3, now=T0) == []
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_peek_shows_a_scheduled_job_once_due(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "j1", "Task", delay=10, now=T0)
@@ -193,6 +207,7 @@ def test_peek_shows_a_scheduled_job_once_due(engine: Engine) -> None:
     assert jids(engine.peek("q", now=T0 + 10)) == ["j1"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_peek_does_not_show_running_jobs(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b"])
     pop_jids(engine, "q")

@@ -22,6 +22,7 @@ def test_put_returns_the_jid(engine: Engine) -> None:
     assert engine.put("q", "j1", "Task", now=T0) == "j1"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_new_job_gets_the_documented_defaults(engine: Engine) -> None:
     engine.put("q", "j1", "app.Task", '{"a": 1}', now=T0)
 
@@ -44,17 +45,20 @@ def test_new_job_gets_the_documented_defaults(engine: Engine) -> None:
     assert job.tracked is False
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_default_data_is_an_empty_object(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     assert get(engine, "j1").decoded_data() == {}
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_keeps_the_data_text_as_given(engine: Engine) -> None:
     data = '{"z": [1, 2.5, "ü"], "a": null}'
     engine.put("q", "j1", "Task", data, now=T0)
     assert get(engine, "j1").data == data
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_records_a_put_history_entry_naming_the_queue(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
 
@@ -64,12 +68,14 @@ def test_put_records_a_put_history_entry_naming_the_queue(engine: Engine) -> Non
     assert event.details["q"] == "q"
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_with_retries_sets_retries_and_remaining(engine: Engine) -> None:
     engine.put("q", "j1", "Task", retries=2, now=T0)
     job = get(engine, "j1")
     assert (job.retries, job.remaining) == (2, 2)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_with_zero_retries_is_allowed(engine: Engine) -> None:
     engine.put("q", "j1", "Task", retries=0, now=T0)
     assert get(engine, "j1").remaining == 0
@@ -80,6 +86,7 @@ def test_put_makes_the_queue_known(engine: Engine) -> None:
     assert [q.name for q in engine.queues(now=T0)] == ["emails"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_with_delay_makes_the_job_scheduled(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "j1", "Task", delay=10, now=T0)
@@ -101,6 +108,7 @@ def test_put_with_tags_sets_them(engine: Engine) -> None:
 # -- re-put: moving a job -------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_moves_the_job_to_the_new_queue(engine: Engine) -> None:
     engine.put("q1", "j1", "Task", now=T0)
     engine.put("q2", "j1", "Task", now=T0 + 1)
@@ -112,6 +120,7 @@ def test_reput_moves_the_job_to_the_new_queue(engine: Engine) -> None:
     assert pop_jids(engine, "q2", now=T0 + 1) == ["j1"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_adds_a_second_put_history_entry(engine: Engine) -> None:
     engine.put("q1", "j1", "Task", now=T0)
     engine.put("q2", "j1", "Task", now=T0 + 1)
@@ -123,6 +132,7 @@ def test_reput_adds_a_second_put_history_entry(engine: Engine) -> None:
     ]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_replaces_klass_and_data(engine: Engine) -> None:
     engine.put("q", "j1", "Old", '{"v": 1}', now=T0)
     engine.put("q", "j1", "New", '{"v": 2}', now=T0 + 1)
@@ -130,12 +140,14 @@ def test_reput_replaces_klass_and_data(engine: Engine) -> None:
     assert (job.klass, job.decoded_data()) == ("New", {"v": 2})
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_keeps_retries_when_not_given(engine: Engine) -> None:
     engine.put("q1", "j1", "Task", retries=2, now=T0)
     engine.put("q2", "j1", "Task", now=T0 + 1)
     assert get(engine, "j1").retries == 2
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_replaces_retries_when_given(engine: Engine) -> None:
     engine.put("q1", "j1", "Task", retries=2, now=T0)
     engine.put("q2", "j1", "Task", retries=7, now=T0 + 1)
@@ -143,6 +155,7 @@ def test_reput_replaces_retries_when_given(engine: Engine) -> None:
     assert (job.retries, job.remaining) == (7, 7)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_resets_remaining_to_retries(engine: Engine) -> None:
     running(engine, "j1", retries=3)
     assert engine.retry("j1", "q", "w1", now=T0) == 2
@@ -178,6 +191,7 @@ def test_reput_replaces_tags_when_given(engine: Engine) -> None:
     assert get(engine, "j1").tags == ("b",)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_of_a_running_job_drops_its_lock(engine: Engine) -> None:
     running(engine, "j1", "q1")
     engine.put("q2", "j1", "Task", now=T0 + 1)
@@ -192,6 +206,7 @@ def test_reput_of_a_running_job_drops_its_lock(engine: Engine) -> None:
         engine.heartbeat("j1", "w1", now=T0 + 2)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_into_the_same_queue_drops_the_lock(engine: Engine) -> None:
     running(engine, "j1", "q")
     engine.put("q", "j1", "Task", now=T0 + 1)
@@ -203,6 +218,7 @@ def test_reput_into_the_same_queue_drops_the_lock(engine: Engine) -> None:
         engine.complete("j1", "w1", "q", now=T0 + 2)
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.FAILURES)
 def test_reput_of_a_failed_job_drops_its_failure(engine: Engine) -> None:
     running(engine, "j1")
     engine.fail("j1", "w1", "boom", "it broke", now=T0)
@@ -215,6 +231,7 @@ def test_reput_of_a_failed_job_drops_its_failure(engine: Engine) -> None:
     assert engine.failed("boom", now=T0 + 1).total == 0
 
 
+@pytest.mark.requires(Capability.LOOKUP, Capability.LISTING)
 def test_reput_of_a_complete_job_makes_it_waiting_again(engine: Engine) -> None:
     running(engine, "j1")
     engine.complete("j1", "w1", "q", now=T0)
@@ -225,6 +242,7 @@ def test_reput_of_a_complete_job_makes_it_waiting_again(engine: Engine) -> None:
     assert pop_jids(engine, "q", now=T0 + 1) == ["j1"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_reput_job_is_ready_at_its_new_put_time(engine: Engine) -> None:
     engine.put("q", "a", "Task", now=T0)
     engine.put("q", "b", "Task", now=T0)
@@ -235,6 +253,7 @@ def test_reput_job_is_ready_at_its_new_put_time(engine: Engine) -> None:
 # -- requeue ------------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_requeue_of_a_missing_job_raises_job_not_found(engine: Engine) -> None:
     with pytest.raises(JobNotFound):
         engine.requeue("q", "nope", "Task", now=T0)
@@ -242,6 +261,7 @@ def test_requeue_of_a_missing_job_raises_job_not_found(engine: Engine) -> None:
     assert engine.queue_counts("q", now=T0).waiting == 0
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_requeue_moves_an_existing_job(engine: Engine) -> None:
     engine.put("q1", "j1", "Task", retries=2, now=T0)
     assert engine.requeue("q2", "j1", "Task", now=T0 + 1) == "j1"
@@ -252,6 +272,7 @@ def test_requeue_moves_an_existing_job(engine: Engine) -> None:
 # -- put_many -----------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_many_stores_every_job_and_returns_their_jids(engine: Engine) -> None:
     batch = [NewJob("q", f"j{i}", "Task", f'{{"i": {i}}}') for i in range(5)]
 
@@ -262,6 +283,7 @@ def test_put_many_stores_every_job_and_returns_their_jids(engine: Engine) -> Non
     assert pop_jids(engine, "q", count=10) == [f"j{i}" for i in range(5)]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_many_applies_per_job_options(engine: Engine) -> None:
     engine.put_many(
         [NewJob("a", "j1", "Task", retries=1), NewJob("b", "j2", "Other", retries=3)], now=T0
@@ -275,6 +297,7 @@ def test_put_many_of_nothing_returns_an_empty_list(engine: Engine) -> None:
     assert engine.put_many([], now=T0) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 @pytest.mark.parametrize(
     "bad",
     [
@@ -295,6 +318,7 @@ def test_put_many_with_one_bad_job_stores_nothing(engine: Engine, bad: NewJob) -
     assert engine.queues(now=T0) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_many_with_too_large_data_stores_nothing(engine: Engine) -> None:
     too_big = '"' + "x" * engine.max_data_bytes + '"'
     batch = [NewJob("q", "good", "Task"), NewJob("q", "big", "Task", data=too_big)]
@@ -304,6 +328,7 @@ def test_put_many_with_too_large_data_stores_nothing(engine: Engine) -> None:
     assert engine.multiget(["good", "big"], now=T0) == []
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_put_many_failing_leaves_existing_jobs_untouched(engine: Engine) -> None:
     engine.put("q1", "old", "Task", retries=1, now=T0)
     batch = [NewJob("q2", "old", "Task", retries=4), NewJob("q2", "x", "Task", data="nope")]
@@ -317,16 +342,19 @@ def test_put_many_failing_leaves_existing_jobs_untouched(engine: Engine) -> None
 # -- get / multiget ---------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_get_of_a_missing_job_returns_none(engine: Engine) -> None:
     assert engine.get("nope", now=T0) is None
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_multiget_returns_existing_jobs_in_the_order_asked(engine: Engine) -> None:
     for jid in ["a", "b", "c"]:
         engine.put("q", jid, "Task", now=T0)
     assert jids(engine.multiget(["c", "nope", "a", "b"], now=T0)) == ["c", "a", "b"]
 
 
+@pytest.mark.requires(Capability.LOOKUP)
 def test_history_of_a_new_job_is_one_put(engine: Engine) -> None:
     engine.put("q", "j1", "Task", now=T0)
     assert whats(get(engine, "j1")) == ["put"]

@@ -61,6 +61,7 @@ def test_counts_do_not_include_failed_or_complete_jobs(engine: Engine) -> None:
     assert engine.queue_counts("q", now=T0) == counts("q")
 
 
+@pytest.mark.driven_clock
 def test_counts_report_an_expired_lock_as_stalled(engine: Engine) -> None:
     running(engine, "j1")
     engine.put("q", "j2", "Task", now=T0)
@@ -73,6 +74,7 @@ def test_counts_scheduled_jobs(engine: Engine) -> None:
     assert engine.queue_counts("q", now=T0 + 5) == counts("q", scheduled=1)
 
 
+@pytest.mark.driven_clock
 def test_a_due_scheduled_job_counts_as_waiting(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "j1", "Task", delay=10, now=T0)
@@ -121,6 +123,7 @@ def test_length_of_an_unknown_queue_is_zero(engine: Engine) -> None:
 # -- jobs listings ------------------------------------------------------------------------
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_jobs_waiting_lists_in_pop_order(engine: Engine) -> None:
     put_all(engine, "q", ["m", "c", "x"])
     assert engine.jobs("waiting", "q", now=T0) == ["m", "c", "x"]
@@ -133,6 +136,7 @@ def test_jobs_waiting_follows_priority(engine: Engine) -> None:
     assert engine.jobs("waiting", "q", now=T0) == ["high", "low"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_jobs_running_lists_locked_jobs(engine: Engine) -> None:
     put_all(engine, "q", ["a", "b", "c"])
     pop_jids(engine, "q", count=2)
@@ -140,6 +144,7 @@ def test_jobs_running_lists_locked_jobs(engine: Engine) -> None:
     assert engine.jobs("waiting", "q", now=T0) == ["c"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_jobs_scheduled_lists_soonest_first(engine: Engine) -> None:
     require(engine, Capability.DELAY)
     engine.put("q", "late", "Task", delay=30, now=T0)
@@ -148,6 +153,7 @@ def test_jobs_scheduled_lists_soonest_first(engine: Engine) -> None:
     assert engine.jobs("scheduled", "q", now=T0) == ["soon", "mid", "late"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_jobs_lists_a_due_scheduled_job_as_waiting(engine: Engine) -> None:
     """The listings agree with the counts and with pop order once a delay has passed."""
     require(engine, Capability.DELAY)
@@ -168,12 +174,14 @@ def test_jobs_depends_lists_jobs_waiting_on_others(engine: Engine) -> None:
     assert engine.jobs("waiting", "q", now=T0) == ["parent"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_jobs_lists_only_the_queue_asked(engine: Engine) -> None:
     put_all(engine, "a", ["a1"])
     put_all(engine, "b", ["b1"])
     assert engine.jobs("waiting", "b", now=T0) == ["b1"]
 
 
+@pytest.mark.requires(Capability.LISTING)
 def test_jobs_pages_with_offset_and_count(engine: Engine) -> None:
     names = [f"j{i:02d}" for i in range(30)]
     put_all(engine, "q", names)

@@ -16,6 +16,8 @@ from lanner import (
 from .helpers import T0, get, jids, pop_jids, require
 from .recurring import INTERVAL, put_times, recur, runs, template
 
+pytestmark = pytest.mark.requires(Capability.RECURRING)
+
 
 @pytest.fixture(autouse=True)
 def _long_locks(engine: Engine) -> None:

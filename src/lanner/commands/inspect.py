@@ -32,6 +32,7 @@ from lanner.commands.rendering import (
     text,
     utc,
 )
+from lanner.engine import Capability
 from lanner.job import Job
 from lanner.operations import LISTABLE_STATES, list_jobs
 from lanner.records import QueueCounts, RecurringJob
@@ -67,13 +68,18 @@ def status_command(app_path: str | None, broker: str | None, as_json: bool) -> N
     """Every queue's job counts, and the failure groups."""
     with session(app_path, broker) as app:
         queues = app.engine.queues()
-        groups = app.engine.failed_groups()
+        countable = Capability.FAILURES in app.engine.capabilities
+        groups = app.engine.failed_groups() if countable else None
+        engine_name = app.engine.name
     if as_json:
         print_json({"queues": [asdict(q) for q in queues], "failed": groups})
         return
     console = Console()
     console.print(queues_table(queues) if queues else Text("no queues yet"))
-    console.print(groups_table(groups) if groups else Text("no failed jobs"))
+    if groups is None:  # SQS: failed jobs are in dead-letter queues, which SQS cannot count
+        console.print(Text(f"failed jobs: the {engine_name} engine cannot count them by group"))
+    else:
+        console.print(groups_table(groups) if groups else Text("no failed jobs"))
 
 
 # -- jobs ---------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ sqlite:///relative/path.db        sqlite:////absolute/path.db
 sqlite:///jobs.db?synchronous=normal&busy_timeout=5&max_data_bytes=1048576
 redis://[user:password@]host[:port][/db]?socket_timeout=5    (needs lanner[redis])
 rediss://user:password@host:6380/0                           (TLS, certificates verified)
+sqs://eu-west-1?prefix=myapp-v42-&endpoint_url=http://127.0.0.1:9324      (needs lanner[sqs])
 """
 
 from __future__ import annotations
@@ -42,8 +43,15 @@ def open_engine(url: str, *, max_wait: float | None = None) -> Engine:
         if max_wait is None:
             return RedisEngine(url)
         return RedisEngine(url, options=impatient(parse_url(url)[1], max_wait))
+    if scheme == "sqs":
+        # Imported only here: boto3 is an optional dependency (lanner[sqs]).
+        from lanner.engines.sqs.engine import SQSEngine
+
+        opened = SQSEngine(url)
+        return opened if max_wait is None else opened.reopen(max_wait=max_wait)
     raise MalformedArgument(
-        f"unknown broker URL scheme {scheme!r} in {shown_url(url)!r}; known: sqlite, redis, rediss"
+        f"unknown broker URL scheme {scheme!r} in {shown_url(url)!r}; "
+        "known: sqlite, redis, rediss, sqs"
     )
 
 

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from lanner.engine import Engine
+from lanner.engine import Capability, Engine
 from lanner.errors import JobNotFound, LannerError, LockLost
 from lanner.job import JobState
 
@@ -129,8 +129,12 @@ class Keeper:
             watched.on_gone(watched.jid, why)
 
     def _not_ours(self, jid: str) -> str | None:
-        """Why the job is no longer this worker's to run, or None if it still is."""
-        job = self._engine().get(jid)
+        """Why the job is no longer this worker's to run, or None if it still is (or the
+        engine cannot look it up: then a lost lock shows at the next heartbeat)."""
+        engine = self._engine()
+        if Capability.LOOKUP not in engine.capabilities:
+            return None
+        job = engine.get(jid)
         if job is None:
             return "it was cancelled"
         if job.state != JobState.RUNNING or job.worker != self._worker:

@@ -501,5 +501,9 @@ def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
     for queue in queues:
         # The lock a pop takes is the queue's batch SLA.
         engine.config_set(f"{queue.name}-heartbeat", queue.visibility_timeout_sec)
-        if queue.max_concurrency:
+        if queue.max_concurrency and Capability.MAX_CONCURRENCY not in engine.capabilities:
+            logger.warning("queue %s: max_concurrency %d is not applied: the %s engine cannot "
+                           "cap a queue's concurrency", queue.name, queue.max_concurrency,
+                           engine.name)  # fmt: skip
+        elif queue.max_concurrency:
             engine.config_set(f"{queue.name}-max-concurrency", queue.max_concurrency)

@@ -37,7 +37,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import TYPE_CHECKING, Final
 
-from lanner.engine import Engine
+from lanner.engine import Capability, Engine
 from lanner.engines import shown_url
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
@@ -404,6 +404,10 @@ class WorkerPool:
 
 
 def _complete(engine: Engine, jids: list[str], worker: str, queue: str) -> None:
+    if Capability.WORKERS not in engine.capabilities:
+        logger.warning("the %s engine cannot complete jobs of %s from the supervisor: they run "
+                       "again when their locks run out: %s", engine.name, worker, jids)  # fmt: skip
+        return
     engine.complete_many(jids, worker, queue)
 
 

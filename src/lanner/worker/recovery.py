@@ -47,6 +47,13 @@ def recovery(dead: DeadWorker, backoff: Callable[[int], float]) -> Callable[[Eng
     """The chore that gives back `dead`'s jobs; `backoff(n)` is the delay of retry n."""
 
     def recover(engine: Engine) -> None:
+        if Capability.WORKERS not in engine.capabilities:
+            # Its locks live in its process's memory (SQS's receipt handles): they come
+            # back by themselves when they run out, a retry spent for each.
+            logger.info("the %s engine settles jobs only from the process that popped them: "
+                        "those of %s come back when their locks run out", engine.name,
+                        dead.worker)  # fmt: skip
+            return
         if dead.finished:
             engine.complete_many(list(dead.finished), dead.worker, dead.queue)
         if dead.running is not None:
