@@ -3,7 +3,8 @@
 The blocks of one page run in order in one namespace (a page's examples build on each
 other), in a fresh folder, so relative `sqlite:///jobs.db` URLs make a temporary database.
 A page that names a Redis URL on the default port runs against the test session's
-redis-server instead (its database emptied first). Examples use only the public API:
+redis-server instead (its database emptied first); one that names an sqs:// URL runs
+against the session's SQS server (moto's), on a queue prefix of its own. Examples use only the public API:
 `import lanner` / `from lanner import ...` (and Kale's `lanner.task`, `lanner.exceptions`,
 the simulator's `lanner.simulate`, and the test helpers' `lanner.testing`).
 """
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
+_SQS = re.compile(r"sqs://[a-z0-9-]*(?:\?[^\s\"']*)?")
 # Public modules besides `lanner` itself: Kale's paths, the simulator's and the test helpers'.
 _PRIVATE_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b|simulate\b|testing\b)[\w.]+", re.M
@@ -49,6 +51,7 @@ def test_the_docs_have_examples_to_run() -> None:
         "README.md",
         "docs/configuration.md",
         "docs/engines/redis.md",
+        "docs/engines/sqs.md",
         "docs/protocol.md",
         "docs/tasks.md",
         "docs/testing.md",
@@ -78,12 +81,15 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 )
 def test_every_example_runs(page: Path, scratch: Path, request: pytest.FixtureRequest) -> None:
     namespace: dict[str, Any] = {"__name__": "docs_" + re.sub(r"\W", "_", page.stem.lower())}
-    redis_url = None
+    redis_url = sqs_url = None
     try:
         for line, code in blocks(page):
             if _DEFAULT_REDIS.search(code):
                 redis_url = redis_url or _fresh_redis(request)
                 code = _DEFAULT_REDIS.sub(redis_url, code)
+            if _SQS.search(code):
+                sqs_url = sqs_url or str(request.getfixturevalue("sqs_fresh_url"))
+                code = _SQS.sub(sqs_url, code)
             # Line numbers of the page, so that a failure points into the Markdown file.
             exec(compile("\n" * (line - 1) + code, str(page), "exec"), namespace)
     finally:

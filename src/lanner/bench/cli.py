@@ -183,6 +183,15 @@ def results_table(result: EngineBenchResult) -> Table:
     if (floor := result.pickup_floor_ms) is not None:
         for label, ms in (("p50", floor.p50), ("p99", floor.p99)):
             table.add_row(f"pickup floor {label} (bare LPUSH to BLPOP)", f"{ms:.2f} ms")
+    if (spent := result.requests_per_job) is not None:
+        for key, label in (
+            ("put", "put"),
+            ("put_many", "put_many"),
+            ("drain_1", "pop + complete_many, 1 process"),
+            ("drain_2", "pop + complete_many, 2 processes"),
+            ("steady", "put_many + pop + complete_many (steady load)"),
+        ):
+            table.add_row(f"requests per job: {label}", f"{spent[key]:.3f}")
     return table
 
 

@@ -1,5 +1,9 @@
 """The engine benchmark behind `lanner bench engine`: put and drain throughput, then the
 pickup latency (`lanner.bench.pickup`), in one run on one store.
+
+On an engine that counts the requests it sends (`engine.requests`, by API name: SQS, where
+each request is billed), each throughput phase also reports requests per job, the drain
+phases summing those of their child processes.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ def drain_worker(
     try:
         context.send("ready")
         context.wait_for_start()
+        sent_before = requests_sent(engine)
         last_completion = 0.0
         while parent_alive() and (jobs := engine.pop(queue, worker, batch)):
             jids = [job.jid for job in jobs]
@@ -58,12 +63,25 @@ def drain_worker(
             done = engine.complete_many(jids, worker, queue, results=results)
             last_completion = time.time()
             context.send("progress", amount=len(done))
+        sent = requests_sent(engine)
+        if sent is not None and sent_before is not None:
+            context.send("requests", amount=sent - sent_before)
         context.send("finished", value=last_completion)
     finally:
         engine.close()
 
 
 # -- measurements -------------------------------------------------------------------------
+def requests_sent(engine: Engine) -> int | None:
+    """How many requests the engine sent so far, if it counts them (`engine.requests`)."""
+    counted = getattr(engine, "requests", None)
+    return sum(counted.values()) if isinstance(counted, dict) else None
+
+
+def per_job(before: int | None, after: int | None, jobs: int) -> float | None:
+    return None if before is None or after is None else (after - before) / jobs
+
+
 def _chunks(items: Sequence[_T], size: int) -> Iterator[Sequence[_T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -114,14 +132,16 @@ def measure_drain(
     processes: int,
     progress: BenchProgress,
     result: str | None = None,
-) -> float:
+) -> tuple[float, float | None]:
     """Drain `queue`, which holds exactly `jobs` waiting jobs, with `processes` children
     looping `pop(batch)` + `complete_many` (each job keeping `result` unless None); return
-    jobs per second, from the common start to the last completion. Raises `BenchError`
+    jobs per second, from the common start to the last completion, and the children's
+    requests per job (None if their engine does not count them). Raises `BenchError`
     unless exactly `jobs` jobs were completed."""
     plural = "es" if processes > 1 else ""
     progress.phase(f"pop + complete_many, {processes} process{plural}", jobs)
     completed = 0
+    requests: int | None = None
     last_completions: list[float] = []
     with ChildGroup() as group:
         for index in range(processes):
@@ -133,6 +153,8 @@ def measure_drain(
             if message.kind == "progress":
                 completed += message.amount
                 progress.advance(message.amount)
+            elif message.kind == "requests":
+                requests = (requests or 0) + message.amount
             elif message.kind == "finished":
                 last_completions.append(message.value)
             else:
@@ -140,7 +162,8 @@ def measure_drain(
         group.join()
     if completed != jobs:
         raise BenchError(f"{processes} drain process(es) completed {completed} of {jobs} jobs")
-    return rate(jobs, max(last_completions) - started)
+    spent = None if requests is None else requests / jobs
+    return rate(jobs, max(last_completions) - started), spent
 
 
 def verify_drained(engine: Engine, queue: str) -> None:
@@ -178,6 +201,9 @@ class EngineBenchResult:
     pickup_floor_ms: Percentiles | None
     """Redis only: the machine's share of pickup latency (see `measure_redis_floor`)."""
     machine: MachineInfo
+    requests_per_job: dict[str, float] | None = None
+    """Where the engine counts its requests (SQS): per job, for `put`, `put_many`, `drain_1`
+    and `drain_2` (pop + complete_many), and `steady` (put_many + the 2-process drain)."""
 
     def to_json(self) -> dict[str, Any]:
         floor = self.pickup_floor_ms
@@ -195,6 +221,7 @@ class EngineBenchResult:
             "pickup_ms": self.pickup_ms.as_dict(),
             "pickup_floor_ms": None if floor is None else floor.as_dict(),
             "machine": self.machine.to_json(),
+            "requests_per_job": self.requests_per_job,
         }
 
 
@@ -231,13 +258,21 @@ def run_engine_benchmark(
         try:
             if Capability.BLOCKING_POP not in engine.capabilities:
                 raise BenchError(f"the {engine.name} engine has no blocking pop to measure")
+            sent = [requests_sent(engine)]
             put_single = measure_put_single(engine, single_queue, jobs, batch, progress)
+            sent.append(requests_sent(engine))
             put_batch = measure_put_batch(engine, batch_queue, jobs, batch, progress)
+            sent.append(requests_sent(engine))
             # The put phases left `jobs` waiting jobs in each queue: drain those.
-            drain_1 = measure_drain(store_url, single_queue, jobs, batch, 1, progress, result)
+            drain_1, drain_1_requests = measure_drain(
+                store_url, single_queue, jobs, batch, 1, progress, result
+            )
             verify_drained(engine, single_queue)
-            drain_2 = measure_drain(store_url, batch_queue, jobs, batch, 2, progress, result)
+            drain_2, drain_2_requests = measure_drain(
+                store_url, batch_queue, jobs, batch, 2, progress, result
+            )
             verify_drained(engine, batch_queue)
+            requests = _requests_per_job(sent, jobs, drain_1_requests, drain_2_requests)
             pickup = measure_pickup(engine, store_url, pickup_queue, samples, progress)
             floor = None
             if engine.name == "redis":
@@ -258,4 +293,20 @@ def run_engine_benchmark(
         pickup_ms=pickup,
         pickup_floor_ms=floor,
         machine=MachineInfo.current(),
+        requests_per_job=requests,
     )
+
+
+def _requests_per_job(
+    sent: list[int | None], jobs: int, drain_1: float | None, drain_2: float | None
+) -> dict[str, float] | None:
+    put, put_many = per_job(sent[0], sent[1], jobs), per_job(sent[1], sent[2], jobs)
+    if put is None or put_many is None or drain_1 is None or drain_2 is None:
+        return None
+    return {
+        "put": put,
+        "put_many": put_many,
+        "drain_1": drain_1,
+        "drain_2": drain_2,
+        "steady": put_many + drain_2,
+    }
