@@ -4,9 +4,10 @@ The blocks of one page run in order in one namespace (a page's examples build on
 other), in a fresh folder, so relative `sqlite:///jobs.db` URLs make a temporary database.
 A page that names a Redis URL on the default port runs against the test session's
 redis-server instead (its database emptied first); one that names an sqs:// URL runs
-against the session's SQS server (moto's), on a queue prefix of its own. Examples use only the public API:
-`import lanner` / `from lanner import ...` (and Kale's `lanner.task`, `lanner.exceptions`,
-the simulator's `lanner.simulate`, and the test helpers' `lanner.testing`).
+against the session's SQS server (moto's), on a queue prefix of its own. Examples use
+only the public API: `import lanner` / `from lanner import ...` (and Kale's `lanner.task`,
+`lanner.exceptions`, the simulator's `lanner.simulate`, and the test helpers'
+`lanner.testing`).
 """
 
 from __future__ import annotations
