@@ -210,6 +210,18 @@ def test_release_keeps_the_budget_and_spend_retry_spends_one(engine: SQSEngine) 
     assert job.remaining == 0
 
 
+def test_a_release_spending_the_last_retry_dead_letters_the_job(
+    engine: SQSEngine, raw: Raw
+) -> None:
+    engine.put("q", "j1", "Task", retries=0)
+    engine.pop("q", "w1")
+    assert engine.release(["j1"], "w1", "q", spend_retry=True) == []
+    [letter] = raw.dead_letters("q")
+    assert letter["failure"]["group"] == "failed-retries-q"
+    counts = engine.queue_counts("q")
+    assert (counts.waiting, counts.running) == (0, 0)
+
+
 def test_a_job_whose_budget_ran_out_while_locks_expired_is_dead_lettered_by_the_pop(
     engine: SQSEngine, connect: Callable[[], SQSEngine], raw: Raw
 ) -> None:

@@ -292,10 +292,11 @@ class SQSEngine(Engine):
             moved = body.again(remaining=remaining, released=body.released + 1)
             again.append(self.scheduled(moved, command.delay, command.now))
         sent = set(self.send_jobs(command.queue, again, "released jobs")) if again else set()
-        if exhausted:
+        if exhausted:  # tried once too often: failed, as a lock running out would fail them
             self.dead_letter_held(exhausted, None, None, command.worker, command.now)
-        deleted = self.delete_held([r for r in held if r.body.jid in sent])
-        return [jid for jid in command.jids if jid in deleted]
+        settled = [r for r in held if r.body.jid in sent or r in exhausted]
+        deleted = set(self.delete_held(settled))
+        return [jid for jid in command.jids if jid in deleted and jid in sent]
 
     def _fail(self, command: checks.Fail) -> None:
         held = self.receipts.held(command.jid, command.worker, "fail")
