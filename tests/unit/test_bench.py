@@ -126,3 +126,22 @@ def test_results_table_shows_the_floor_only_when_measured() -> None:
         "pickup floor p50 (bare LPUSH to BLPOP)",
         "pickup floor p99 (bare LPUSH to BLPOP)",
     ]
+
+
+@pytest.mark.slow
+def test_bench_engine_counts_requests_per_job_on_sqs(sqs_fresh_url: str) -> None:
+    result = run_engine_benchmark(sqs_fresh_url, jobs=20, batch=10, samples=2)
+    spent = result.requests_per_job
+    assert spent is not None
+    assert spent["put"] >= 1.0  # one SendMessageBatch per put
+    assert 0.1 <= spent["put_many"] < 0.5  # one per 10 jobs, and the queue's first look
+    assert 0.2 <= spent["drain_2"] < 1.0  # a receive and a delete per 10 jobs
+    assert spent["steady"] == pytest.approx(spent["put_many"] + spent["drain_2"])
+    labels = [str(label) for label in results_table(result).columns[0].cells]
+    assert "requests per job: put_many + pop + complete_many (steady load)" in labels
+
+
+def test_sqlite_reports_no_requests_per_job() -> None:
+    result = run_engine_benchmark(None, jobs=10, batch=5, samples=2)
+    assert result.requests_per_job is None
+    assert result.to_json()["requests_per_job"] is None
