@@ -314,7 +314,7 @@ def test_a_kale_settings_module_without_queue_config_has_kales_default_file(
     monkeypatch.chdir(tmp_path)
     settings = load_settings(environ={"KALE_SETTINGS_MODULE": name})
     assert settings.queue_config == str(tmp_path / "queue_config.yaml")
-    with pytest.raises(ConfigError, match="queue_config.yaml: no such file"):
+    with pytest.raises(ConfigError, match=r"queue_config\.yaml: no such file"):
         settings.queues()
     (tmp_path / "queue_config.yaml").write_text(QUEUE_YAML, encoding="utf-8")
     assert [queue.name for queue in settings.queues()] == ["high_priority", "low_priority"]
