@@ -138,9 +138,16 @@ def settle_failure(
     task: Task | None,
     job: Job,
     error: BaseException,
+    message: KaleMessage | None = None,
 ) -> SettledFailure:
-    """Retry the job, or fail it, as its task's `handle_failure` says (module docstring)."""
-    message = job_message(job, app, task_class, task)
+    """Retry the job, or fail it, as its task's `handle_failure` says (module docstring).
+
+    `message`: the job's message made earlier (a `Worker` shows its hooks one message per
+    job); by default one is made now."""
+    if message is None:
+        message = job_message(job, app, task_class, task)
+    elif task is not None:
+        message.task_inst = task
     details = "".join(traceback.format_exception(error))
     if isinstance(error, ResultError):
         fail(engine, worker, job, error.group, str(error))
