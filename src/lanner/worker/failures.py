@@ -125,9 +125,13 @@ def retry_delay(app: App, job: Job) -> float | None:
 
 
 def _own_backoff(task_class: type[Task]) -> bool:
-    method = task_class._get_delay_sec_for_retry.__func__  # type: ignore[attr-defined]
-    default = Task._get_delay_sec_for_retry.__func__  # type: ignore[attr-defined]
-    return method is not default or task_class._retry_delay_multiple is not None
+    """Whether the task changes Kale's backoff (an override may be a staticmethod too)."""
+    method = task_class._get_delay_sec_for_retry
+    default = Task._get_delay_sec_for_retry
+    return (
+        getattr(method, "__func__", method) is not getattr(default, "__func__", default)
+        or task_class._retry_delay_multiple is not None
+    )
 
 
 def settle_failure(

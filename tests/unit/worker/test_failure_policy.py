@@ -42,6 +42,12 @@ class WLOwnDelay(WLPolicyBoom):
         return 3.5
 
 
+class WLStaticDelay(WLPolicyBoom):
+    @staticmethod
+    def _get_delay_sec_for_retry(current_retry_num: int) -> float:
+        return 2.5
+
+
 class WLOwnMultiple(WLPolicyBoom):
     _retry_delay_multiple = 2.0
 
@@ -168,6 +174,13 @@ def test_an_overridden_delay_decides_when_the_retry_comes(world: World) -> None:
     since, until = _run_and_time(world)
     assert comes_back_after(world, jid, 3.5, since, until).remaining == 2
     assert world.recorder.retry_delays(jid) == [3.5]  # what a supervisor would use too
+
+
+def test_a_delay_override_may_be_a_staticmethod(world: World) -> None:
+    jid = world.app.publish(WLStaticDelay)
+    since, until = _run_and_time(world)
+    assert comes_back_after(world, jid, 2.5, since, until).remaining == 2
+    assert world.recorder.retry_delays(jid) == [2.5]
 
 
 def test_the_classs_retry_delay_multiple_replaces_the_settings(world: World) -> None:
