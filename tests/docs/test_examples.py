@@ -5,7 +5,8 @@ other), in a fresh folder, so relative `sqlite:///jobs.db` URLs make a temporary
 A page that names a Redis URL on the default port runs against the test session's
 redis-server instead (its database emptied first). Examples use only the public API:
 `import lanner` / `from lanner import ...` (and Kale's `lanner.task`, `lanner.exceptions`,
-the simulator's `lanner.simulate`, and the test helpers' `lanner.testing`).
+`lanner.worker`, `lanner.test_utils`, the simulator's `lanner.simulate`, and the test
+helpers' `lanner.testing`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
 # Public modules besides `lanner` itself: Kale's paths, the simulator's and the test helpers'.
 _PRIVATE_IMPORT = re.compile(
-    r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b|simulate\b|testing\b)[\w.]+", re.M
+    r"^\s*(?:from|import)\s+lanner\."
+    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|testing\b)[\w.]+",
+    re.M,
 )
-_ENVIRONMENT = ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG")
+_ENVIRONMENT = (
+    "LANNER_BROKER",
+    "LANNER_SETTINGS_MODULE",
+    "LANNER_QUEUE_CONFIG",
+    "KALE_SETTINGS_MODULE",
+)
 
 
 def blocks(page: Path) -> list[tuple[int, str]]:
@@ -110,3 +118,5 @@ def test_a_private_import_is_noticed() -> None:
     assert _PRIVATE_IMPORT.search("from lanner.worker.pool import WorkerPool")
     assert _PRIVATE_IMPORT.search("import lanner.engines.sqlite")
     assert not _PRIVATE_IMPORT.search("from lanner import task\nfrom lanner.simulate import x")
+    assert not _PRIVATE_IMPORT.search("from lanner.worker import Worker")
+    assert not _PRIVATE_IMPORT.search("from lanner.test_utils import MockTask")
