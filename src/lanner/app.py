@@ -12,14 +12,13 @@
 Nothing connects at import time: the engine is opened on first use. A Kale-style task
 class without an `app` publishes through the App its module defines as `app`, if any, else
 through `default_app()`: the one set with `set_default_app`, or one built once per process
-from the configuration (LANNER_SETTINGS_MODULE, LANNER_BROKER, or the default
-`sqlite:///lanner.db`), which logs where it publishes.
+from the configuration (LANNER_SETTINGS_MODULE or Kale's KALE_SETTINGS_MODULE,
+LANNER_BROKER, or the default `sqlite:///lanner.db`), which logs where it publishes.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -40,7 +39,7 @@ from lanner.handle import JobHandle
 from lanner.messages import Message, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.records import NewJob
-from lanner.settings import Settings, load_settings
+from lanner.settings import Settings, configured_from_environment, load_settings
 from lanner.task import Task, find_task, registered_tasks
 from lanner.taskfunction import TaskFunction, TaskOptions, task_class_for
 
@@ -315,7 +314,7 @@ def default_app() -> App:
             if _default_app is None:
                 app = App()
                 # Publishing to ./lanner.db because nothing was configured deserves a warning.
-                configured = {"LANNER_BROKER", "LANNER_SETTINGS_MODULE"} & set(os.environ)
+                configured = configured_from_environment()
                 unset = "" if configured else " (neither LANNER_BROKER nor a settings module set)"
                 log = logger.info if configured else logger.warning
                 where = shown_url(app.settings.broker)

@@ -1,7 +1,9 @@
 """Kale's names that lanner understands, so that Kale settings and code work unchanged.
 
-The tables here translate; nothing in them is lanner's own behaviour. Kale task modules
-import `lanner.task` and `lanner.exceptions` in place of `kale.task` and `kale.exceptions`.
+The tables here translate; nothing in them is lanner's own behaviour. Kale's module paths
+have lanner counterparts, so Kale code changes its import lines only: `lanner.task`,
+`lanner.exceptions`, `lanner.worker` (`Worker().run()`), `lanner.test_utils`,
+`lanner.publisher` and `lanner.message`; KALE_SETTINGS_MODULE is read too (settings.py).
 """
 
 from __future__ import annotations

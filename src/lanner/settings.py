@@ -5,9 +5,10 @@ Nothing is read or imported when lanner is imported: settings exist only once a 
 
 1. the defaults, the field defaults of `Settings`;
 2. a settings module in Kale's style, named by the `module` argument, else by the environment
-   variable `LANNER_SETTINGS_MODULE`; only its ALL_CAPS names count (prefix helper names with
-   `_`). Kale's names that lanner does not use (`AWS_*`, `COMPRESSOR`, ...) are ignored with
-   one logged warning; any other unknown ALL_CAPS name is an error, so typos do not pass;
+   variable `LANNER_SETTINGS_MODULE`, else by Kale's `KALE_SETTINGS_MODULE`; only its ALL_CAPS
+   names count (prefix helper names with `_`). Kale's names that lanner does not use
+   (`AWS_*`, `COMPRESSOR`, ...) are ignored with one logged warning; any other unknown
+   ALL_CAPS name is an error, so typos do not pass;
 3. the environment variables `LANNER_BROKER`, `LANNER_QUEUE_CONFIG`, `LANNER_QUEUE_SELECTOR`
    and `LANNER_PICKLE_HMAC_KEY` (an empty variable counts as unset);
 4. keyword overrides given to `load_settings`, by field name.
@@ -30,6 +31,9 @@ Nothing is read or imported when lanner is imported: settings exist only once a 
 
 A relative `QUEUE_CONFIG` in a settings module is relative to the module's file; from the
 environment or an override, it is relative to the working directory when `load_settings` runs.
+A module named by `KALE_SETTINGS_MODULE` is read as Kale reads it: its relative
+`QUEUE_CONFIG` is relative to the working directory, and without one it is Kale's default,
+`queue_config.yaml` in the working directory.
 Kale's selector class paths (`kale.queue_selector.ReducedLottery`, ...) become lanner's
 selector names (`reduced-lottery`, ...); Kale's tables are in `lanner.kale`. Errors are
 `lanner.ConfigError`.
@@ -52,6 +56,7 @@ from lanner.errors import ConfigError
 from lanner.queues import DEFAULT_QUEUES, QueueConfig, load_queue_config
 
 __all__ = [
+    "KALE_SETTINGS_MODULE_ENV",
     "SETTINGS_MODULE_ENV",
     "Settings",
     "load_settings",
@@ -60,6 +65,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SETTINGS_MODULE_ENV: Final = "LANNER_SETTINGS_MODULE"
+KALE_SETTINGS_MODULE_ENV: Final = "KALE_SETTINGS_MODULE"
+"""Kale's variable for the settings module, read when LANNER_SETTINGS_MODULE is unset."""
+KALE_QUEUE_CONFIG: Final = "queue_config.yaml"
+"""Kale's default QUEUE_CONFIG, for a settings module named by KALE_SETTINGS_MODULE."""
 
 MIN_HMAC_KEY_BYTES: Final = 16
 
@@ -248,14 +257,17 @@ def load_settings(
 ) -> Settings:
     """Build `Settings` from defaults, a settings module, the environment and `overrides`.
 
-    `module` names the settings module (default: `$LANNER_SETTINGS_MODULE`, if set);
-    `environ` replaces `os.environ`; `overrides` use field names (`broker=...`).
+    `module` names the settings module (default: `$LANNER_SETTINGS_MODULE`, else Kale's
+    `$KALE_SETTINGS_MODULE`, if set); `environ` replaces `os.environ`; `overrides` use field
+    names (`broker=...`).
     """
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
     module_name = module if module is not None else env.get(SETTINGS_MODULE_ENV)
     if module_name:
         values.update(_module_layer(module_name))
+    elif module is None and env.get(KALE_SETTINGS_MODULE_ENV):
+        values.update(_module_layer(env[KALE_SETTINGS_MODULE_ENV], kale_style=True))
     values.update(_environment_layer(env))
     values.update(_override_layer(overrides))
     return Settings(**values)  # type: ignore[arg-type]  # every value passed its field's check
@@ -268,7 +280,16 @@ def _checked(field: str, value: object, name: str, source: str) -> object:
         raise ConfigError(error.problem, source=source, field=name) from None
 
 
-def _module_layer(module_name: str) -> dict[str, object]:
+def configured_from_environment(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment names a broker or a settings module (lanner's or Kale's)."""
+    env = os.environ if environ is None else environ
+    return any(env.get(name) for name in ("LANNER_BROKER", SETTINGS_MODULE_ENV,
+                                          KALE_SETTINGS_MODULE_ENV))  # fmt: skip
+
+
+def _module_layer(module_name: str, *, kale_style: bool = False) -> dict[str, object]:
+    """The settings of a module; `kale_style`: named by KALE_SETTINGS_MODULE, so its
+    QUEUE_CONFIG is read as Kale does (working directory, Kale's default file name)."""
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
@@ -295,7 +316,12 @@ def _module_layer(module_name: str) -> dict[str, object]:
         if name in MODULE_NAMES:
             field = MODULE_NAMES[name]
             values[field] = _checked(field, value, name, module_name)
-    if values.get("queue_config") is not None:
+    if kale_style:
+        # Kale opens QUEUE_CONFIG as given, so relative to the working directory.
+        values["queue_config"] = os.path.abspath(
+            str(values.get("queue_config") or KALE_QUEUE_CONFIG)
+        )
+    elif values.get("queue_config") is not None:
         values["queue_config"] = _module_relative(str(values["queue_config"]), module)
     return values
 

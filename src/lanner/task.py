@@ -14,6 +14,12 @@ A Kale task module runs on lanner by changing its imports only:
 
     FibonacciTask.publish(None, 10)
 
+Below `run`, Kale's failure policy is the class's too, and the worker goes through it:
+`handle_failure(message, raised_exception)` decides whether a failed run is retried
+(`republish`, after `_get_delay_sec_for_retry(n)` seconds) or fails for good
+(`_report_permanent_failure`); a subclass overriding them changes what the worker does.
+`message` is a `lanner.message.KaleMessage`, built from the job being settled.
+
 Every Task subclass registers itself under its dotted name (`module.ClassName`), which is
 the job's `klass`: that is how a worker finds the code for a job. The decorator style
 (`App.task`) builds such a class around a function, so both styles share this machinery.
@@ -28,17 +34,29 @@ import re
 import time
 import traceback
 import uuid
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from lanner.errors import BlacklistedException
+from lanner.errors import BlacklistedException, InvalidState, TimeoutException
+from lanner.message import KaleMessage, settling_message
+from lanner.publisher import Publisher
 
 if TYPE_CHECKING:
     from lanner.app import App
     from lanner.codec import Payload
     from lanner.handle import JobHandle
     from lanner.job import Job
+    from lanner.settings import Settings
 
 logger = logging.getLogger("lanner.task")
+
+# Kale's failure types, given to `_report_permanent_failure`.
+PERMANENT_FAILURE_UNRECOVERABLE: Final = "unrecoverable"  # an exception in EXCEPTION_LIST
+PERMANENT_FAILURE_NO_RETRY: Final = "no_retries"  # the job has no retries at all
+PERMANENT_FAILURE_RETRIES_EXCEEDED: Final = "max_retries"  # its retries are spent
+
+_publisher: Publisher | None = None
 
 _REGISTRY: dict[str, type[Task]] = {}
 _DOTTED_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
@@ -98,17 +116,34 @@ class Task:
     `results` setting."""
     name: ClassVar[str] = "lanner.task.Task"
     """The dotted name jobs carry as `klass`; set for each subclass."""
+    _retry_delay_multiple: ClassVar[float | None] = None
+    """Kale's per-task backoff unit: retry n waits `2**n` times this (capped by
+    RETRY_DELAY_MAX_SEC); None: the settings' RETRY_DELAY_MULTIPLE_SEC."""
 
     def __init_subclass__(cls, *, name: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls.name = name or f"{cls.__module__}.{cls.__qualname__}"
         _REGISTRY[cls.name] = cls
 
-    def __init__(self, job: Job | None = None, payload: Payload | None = None) -> None:
+    def __init__(
+        self, job: Job | Mapping[str, Any] | None = None, payload: Payload | None = None
+    ) -> None:
+        """The worker makes a task from the job it runs and its decoded payload. Kale's
+        form, a message body (`Task({"id": ..., "payload": {"app_data": ...}})`), works
+        too, for tests written for Kale."""
+        body: Mapping[str, Any] = {}
+        if isinstance(job, Mapping):
+            body, job = job, None
         self.job = job
-        self.task_id = job.jid if job is not None else None
+        self.task_id: str | None = job.jid if job is not None else body.get("id")
         self.task_name = type(self).name
-        self.app_data = payload.app_data if payload is not None else None
+        if payload is not None:
+            self.app_data = payload.app_data
+        else:
+            self.app_data = (body.get("payload") or {}).get("app_data")
+        self._publisher_data = body.get("_publisher")
+        self._enqueued_time = body.get("_enqueued_time", 0)
+        self._dequeued_time: float | None = None
         self._start_time: float | None = None
         self._end_time: float | None = None
         self._task_latency_sec = 0.0
@@ -119,12 +154,22 @@ class Task:
     def publish(cls, app_data: Any, *args: Any, **kwargs: Any) -> JobHandle:
         """Publish a run of this task; return its job's handle (its id, a str).
 
-        As in Kale, `delay_sec` in kwargs delays the job and is also passed on to run_task.
+        As in Kale, `delay_sec` in kwargs delays the job and is also passed on to run_task,
+        and the run goes through `Publisher.publish` under the id `_get_task_id` makes.
         """
-        delay = kwargs.get("delay_sec") or 0
-        return cls._publishing_app().publish(
-            cls, args, kwargs, app_data=app_data, delay=float(delay)
+        task_id = cls._get_task_id(*args, **kwargs)
+        payload = {"args": args, "kwargs": kwargs, "app_data": app_data}
+        return cls._get_publisher().publish(
+            cls, task_id, payload, delay_sec=kwargs.get("delay_sec")
         )
+
+    @staticmethod
+    def _get_publisher() -> Publisher:
+        """The process's `lanner.publisher.Publisher` (Kale's, made on first use)."""
+        global _publisher
+        if _publisher is None:
+            _publisher = Publisher()
+        return _publisher
 
     @classmethod
     def _publishing_app(cls) -> App:
@@ -137,6 +182,91 @@ class Task:
     def _get_task_id(cls, *args: Any, **kwargs: Any) -> str:
         """The jid of a new run; override for deterministic ids."""
         return uuid.uuid4().hex
+
+    # -- failing, and retrying (Kale's policy; the worker goes through it) ---------------
+    @classmethod
+    def handle_failure(
+        cls,
+        message: KaleMessage,
+        raised_exception: BaseException,
+        increment_failure_num: bool = True,
+    ) -> bool:
+        """Retry the failed run, or report it failed for good; True if it will be retried.
+
+        Kale's rules, counted against the job's own retry budget (`message.retries_allowed`,
+        set at publish from `max_retries`): an exception in `EXCEPTION_LIST` is never
+        retried (`unrecoverable`); a job without retries fails at its first error
+        (`no_retries`); one whose retries are spent fails (`max_retries`). Otherwise
+        `republish` runs it again, spending a retry unless `increment_failure_num` is False.
+        The worker fails a job this returns False for into its exception's failure group.
+        """
+        task = message.task_inst
+        if isinstance(raised_exception, TimeoutException) and task is not None:
+            task._kill_runtime_exceeded()
+        # Through the instance when there is one: an override written as an instance
+        # method (lanner's first form of this hook) works as well as Kale's classmethod.
+        report = (
+            task._report_permanent_failure if task is not None else cls._report_permanent_failure
+        )
+        if not cls.is_retryable(raised_exception):
+            report(message, raised_exception, PERMANENT_FAILURE_UNRECOVERABLE, True)
+            return False
+        allowed = message.retries_allowed
+        if allowed <= 0:
+            report(message, raised_exception, PERMANENT_FAILURE_NO_RETRY, True)
+            return False
+        if message.task_failure_num >= allowed:
+            report(message, raised_exception, PERMANENT_FAILURE_RETRIES_EXCEEDED, False)
+            return False
+        failures = message.task_failure_num + (1 if increment_failure_num else 0)
+        cls.republish(message, failures)
+        return True
+
+    @classmethod
+    def republish(cls, message: KaleMessage, failure_num: int) -> None:
+        """Run the task again after `_get_delay_sec_for_retry(message.task_retry_num)` s.
+
+        As in Kale, through `Publisher.publish` with the same task id; for a job a worker
+        holds, that retries the job in place (`lanner.publisher` says how).
+        """
+        if message.task_id is None:
+            raise InvalidState(f"{cls.name}: a message without a task id cannot be republished")
+        payload = {
+            "args": message.task_args,
+            "kwargs": message.task_kwargs,
+            "app_data": message.task_app_data,
+        }
+        delay_sec = cls._get_delay_sec_for_retry(message.task_retry_num)
+        cls._get_publisher().publish(
+            cls,
+            message.task_id,
+            payload,
+            current_retry_num=message.task_retry_num + 1,
+            current_failure_num=failure_num,
+            delay_sec=delay_sec,
+        )
+
+    @classmethod
+    def _get_delay_sec_for_retry(cls, current_retry_num: int) -> float:
+        """Seconds before retry `current_retry_num` (0 for the first):
+        `min(2**n * RETRY_DELAY_MULTIPLE_SEC, RETRY_DELAY_MAX_SEC)` of the settings of the
+        app whose worker settles the job (else of the task's app); `_retry_delay_multiple`,
+        if set, replaces the multiple."""
+        settings = cls._retry_settings()
+        if cls._retry_delay_multiple is not None:
+            settings = replace(settings, retry_delay_multiple_sec=cls._retry_delay_multiple)
+        return settings.retry_delay(current_retry_num)
+
+    @classmethod
+    def _retry_settings(cls) -> Settings:
+        message = settling_message()
+        if message is not None and message.app is not None:
+            return message.app.settings
+        return cls._publishing_app().settings
+
+    @classmethod
+    def is_retryable(cls, error: BaseException) -> bool:
+        return not isinstance(error, cls.EXCEPTION_LIST)
 
     # -- running --------------------------------------------------------------------------
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -151,12 +281,13 @@ class Task:
 
                 result = aio.run(result)
         except BaseException as error:
-            self._end_time = time.monotonic()
+            self._end_time = time.time()
             self._task_latency_sec = self._end_time - (self._start_time or self._end_time)
-            self._clean_task_environment(self.task_id, self.task_name, error)
+            # Keywords, as Kale passes them: overrides may take **kwargs.
+            self._clean_task_environment(task_id=self.task_id, task_name=self.task_name, exc=error)
             raise
         self._post_run(*args, **kwargs)
-        self._clean_task_environment(self.task_id, self.task_name)
+        self._clean_task_environment(task_id=self.task_id, task_name=self.task_name)
         return result
 
     def run_task(self, *args: Any, **kwargs: Any) -> Any:
@@ -170,13 +301,9 @@ class Task:
     def keeps_result(cls, app: App) -> bool:
         return app.results if cls.keep_result is None else cls.keep_result
 
-    @classmethod
-    def is_retryable(cls, error: BaseException) -> bool:
-        return not isinstance(error, cls.EXCEPTION_LIST)
-
     # -- hooks (Kale's), no-ops unless overridden -----------------------------------------
     def _dequeued(self) -> None:
-        pass
+        self._dequeued_time = time.time()
 
     def _setup_task_environment(self) -> None:
         pass
@@ -190,12 +317,12 @@ class Task:
         pass
 
     def _pre_run(self, *args: Any, **kwargs: Any) -> None:
-        self._start_time = time.monotonic()
+        self._start_time = time.time()
 
     def _post_run(self, *args: Any, **kwargs: Any) -> None:
-        self._end_time = time.monotonic()
+        self._end_time = time.time()
         self._task_latency_sec = self._end_time - (self._start_time or self._end_time)
-        if self._task_latency_sec >= self.target_runtime:
+        if self.target_runtime and self._task_latency_sec >= self.target_runtime:
             self._alert_runtime_exceeded()
 
     def _check_blacklist(self, *args: Any, **kwargs: Any) -> None:
@@ -213,17 +340,19 @@ class Task:
             self.time_limit,
         )  # fmt: skip
 
+    @classmethod
     def _report_permanent_failure(
-        self,
-        message: str,
+        cls,
+        message: KaleMessage,
         exception: BaseException | None,
         failure_type: str,
         log_exception: bool = True,
     ) -> None:
-        """Called once a job fails for good (no retry left, or an unretryable exception)."""
+        """Called once a run fails for good, with Kale's failure type (`unrecoverable`,
+        `no_retries` or `max_retries`); the job then fails into its failure group."""
         details = "".join(traceback.format_exception(exception)) if exception else ""
         logger.error(
             "PERMANENT_TASK_FAILURE: FAILURE_TYPE=%s TASK_TYPE=%s TASK_ID=%s MESSAGE=%s%s",
-            failure_type, self.task_name, self.task_id, message,
+            failure_type, message.task_name, message.task_id, exception,
             f" TRACEBACK={details}" if log_exception and details else "",
         )  # fmt: skip

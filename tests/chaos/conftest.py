@@ -12,6 +12,7 @@ append-only file fsynced on every write, which the harness may kill -9 and start
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 from collections.abc import Callable
@@ -69,6 +70,8 @@ def chaos(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Repor
     `url_options` and `drain_timeout` go to the ChaosConfig; the rest to the WorkloadSpec.
     """
 
+    runs = itertools.count()
+
     def run(engine: str, faults: FaultPlan, **changes: Any) -> Report:
         config_changes = {
             key: changes.pop(key) for key in ("url_options", "drain_timeout") if key in changes
@@ -96,7 +99,7 @@ def chaos(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Repor
             grace=1.0,
             drain_timeout=config_changes.get("drain_timeout", 30.0),
             url_options=config_changes.get("url_options", ""),
-            folder=tmp_path / "run",
+            folder=tmp_path / f"run{next(runs) or ''}",  # run, run1, ...: one per call
         )
         return run_chaos(config)
 

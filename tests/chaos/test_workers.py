@@ -14,6 +14,8 @@ from .conftest import ENGINES, Chaos, assert_sound
 
 pytestmark = pytest.mark.slow
 
+STAGING_TRIES = 3
+
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_workers_killed_again_and_again_lose_nothing(chaos: Chaos, engine: str) -> None:
@@ -45,10 +47,15 @@ def test_a_worker_stopped_past_its_lease_repeats_one_job_at_most(chaos: Chaos, e
     # Its jobs go to other workers within lease + grace; at most one job runs twice. (The
     # harness makes the hard time limit's grace longer than the stop, so that the
     # supervisor does not kill the stopped worker before its lease runs out.)
-    report = chaos(engine, FaultPlan(stop_at=0.3))
-    assert report.stops == 1, report.problems()
+    # The harness stops a worker only at a moment when it holds jobs; on a loaded machine
+    # it may find none before the run is over, and then stages the fault again.
+    for _ in range(STAGING_TRIES):
+        report = chaos(engine, FaultPlan(stop_at=0.3))
+        assert report.stops == 1, report.problems()
+        assert_sound(report)
+        if report.stop_redelivery_max is not None:
+            break
     worst = report.stop_redelivery_max
-    assert worst is not None, "the stopped worker held no normal job"
+    assert worst is not None, f"the stopped worker held no normal job, {STAGING_TRIES} times"
     assert worst <= report.lease + report.grace + 2.0, sorted(report.stop_redelivery)[-3:]
     assert report.dup <= report.kills + report.stops, report.figure_line()
-    assert_sound(report)

@@ -6,8 +6,8 @@ A page that names a Redis URL on the default port runs against the test session'
 redis-server instead (its database emptied first); one that names an sqs:// URL runs
 against the session's SQS server (moto's), on a queue prefix of its own. Examples use
 only the public API: `import lanner` / `from lanner import ...` (and Kale's `lanner.task`,
-`lanner.exceptions`, the simulator's `lanner.simulate`, and the test helpers'
-`lanner.testing`).
+`lanner.exceptions`, `lanner.worker`, `lanner.test_utils`, the simulator's
+`lanner.simulate`, and the test helpers' `lanner.testing`).
 """
 
 from __future__ import annotations
@@ -29,9 +29,16 @@ _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d
 _SQS = re.compile(r"sqs://[a-z0-9-]*(?:\?[^\s\"']*)?")
 # Public modules besides `lanner` itself: Kale's paths, the simulator's and the test helpers'.
 _PRIVATE_IMPORT = re.compile(
-    r"^\s*(?:from|import)\s+lanner\.(?!task\b|exceptions\b|simulate\b|testing\b)[\w.]+", re.M
+    r"^\s*(?:from|import)\s+lanner\."
+    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|testing\b)[\w.]+",
+    re.M,
 )
-_ENVIRONMENT = ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG")
+_ENVIRONMENT = (
+    "LANNER_BROKER",
+    "LANNER_SETTINGS_MODULE",
+    "LANNER_QUEUE_CONFIG",
+    "KALE_SETTINGS_MODULE",
+)
 
 
 def blocks(page: Path) -> list[tuple[int, str]]:
@@ -117,3 +124,5 @@ def test_a_private_import_is_noticed() -> None:
     assert _PRIVATE_IMPORT.search("from lanner.worker.pool import WorkerPool")
     assert _PRIVATE_IMPORT.search("import lanner.engines.sqlite")
     assert not _PRIVATE_IMPORT.search("from lanner import task\nfrom lanner.simulate import x")
+    assert not _PRIVATE_IMPORT.search("from lanner.worker import Worker")
+    assert not _PRIVATE_IMPORT.search("from lanner.test_utils import MockTask")

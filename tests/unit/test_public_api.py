@@ -57,10 +57,13 @@ def test_every_error_is_a_lanner_error() -> None:
 
 
 def test_kale_module_paths_still_work() -> None:
-    from lanner import exceptions, task
+    from lanner import exceptions, message, publisher, task, test_utils, worker
 
     assert task.Task is lanner.Task
     assert exceptions.TimeLimitExceeded is lanner.TimeLimitExceeded
+    assert worker.Worker.__name__ == "Worker"
+    assert issubclass(test_utils.MockMessage, message.KaleMessage)
+    assert task.Task._get_publisher().__class__ is publisher.Publisher
 
 
 def test_import_lanner_loads_nothing_heavy() -> None:

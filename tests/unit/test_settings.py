@@ -288,6 +288,43 @@ def test_relative_queue_config_from_environment_or_override_is_in_the_working_di
     assert load_settings(environ={}, queue_config=None).queue_config is None
 
 
+def test_kale_settings_module_is_read_when_lanner_names_none(
+    write_module: WriteModule, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kale_style = write_module("BROKER_URL = 'sqlite:///kale.db'\nQUEUE_CONFIG = 'conf/q.yaml'\n")
+    lanner_style = write_module("BROKER_URL = 'sqlite:///lanner.db'\n")
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(environ={"KALE_SETTINGS_MODULE": kale_style})
+    assert settings.broker == "sqlite:///kale.db"
+    # Kale opens QUEUE_CONFIG as given: relative to the working directory, not the module.
+    assert settings.queue_config == str(tmp_path / "conf" / "q.yaml")
+    both = {"KALE_SETTINGS_MODULE": kale_style, "LANNER_SETTINGS_MODULE": lanner_style}
+    assert load_settings(environ=both).broker == "sqlite:///lanner.db"
+    empty_lanner = {"KALE_SETTINGS_MODULE": kale_style, "LANNER_SETTINGS_MODULE": ""}
+    assert load_settings(environ=empty_lanner).broker == "sqlite:///kale.db"
+    # The module argument is lanner's: its relative QUEUE_CONFIG stays next to the module.
+    chosen = load_settings(module=kale_style, environ={"KALE_SETTINGS_MODULE": lanner_style})
+    assert chosen.queue_config == str(tmp_path / "pkg" / "conf" / "q.yaml")
+
+
+def test_a_kale_settings_module_without_queue_config_has_kales_default_file(
+    write_module: WriteModule, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = write_module("AWS_REGION = 'us-east-1'\n")
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(environ={"KALE_SETTINGS_MODULE": name})
+    assert settings.queue_config == str(tmp_path / "queue_config.yaml")
+    with pytest.raises(ConfigError, match=r"queue_config\.yaml: no such file"):
+        settings.queues()
+    (tmp_path / "queue_config.yaml").write_text(QUEUE_YAML, encoding="utf-8")
+    assert [queue.name for queue in settings.queues()] == ["high_priority", "low_priority"]
+    # LANNER_QUEUE_CONFIG still wins over the module's (default) file.
+    overridden = load_settings(
+        environ={"KALE_SETTINGS_MODULE": name, "LANNER_QUEUE_CONFIG": "other.yaml"}
+    )
+    assert overridden.queue_config == str(tmp_path / "other.yaml")
+
+
 # -- layering ---------------------------------------------------------------------------------
 
 

@@ -38,7 +38,8 @@ class KillSupervisor(OneShot):
     less than FRESH_JOB seconds ago, so that its orphan goes on working while the reader
     opens and closes the store. Orphans are left to finish (they stop by themselves once
     their parent is gone); then the harness checks that what they finished is complete and
-    that they hold no job, and starts a new supervisor.
+    that they hold no job (but an orphan that died inside a poison job, whose jobs the
+    next pool settles at its start), and starts a new supervisor.
     """
 
     name = "supervisor-kill"
@@ -77,13 +78,20 @@ class KillSupervisor(OneShot):
             ended = {line.jid for line in run.ledger.lines
                      if line.what == "end" and line.pid in self.orphans}  # fmt: skip
             lost = _count(lambda: run.incomplete(ended))
-            held = _count(lambda: run.held_by(self.orphans))
+            # An orphan that died inside a poison job had no supervisor to give its jobs
+            # back: the next pool settles them when it starts. The others must hold none.
+            poisoned = [
+                pid for pid in self.orphans if run.ledger.current.get(pid, ("",))[0] == "pstart"
+            ]
+            clean = [pid for pid in self.orphans if pid not in poisoned]
+            held = _count(lambda: run.held_by(clean))
             self.reader.stop()
             run.start_supervisor()
             self.finish(
                 now,
                 orphans=len(self.orphans),
                 orphans_stuck=len(stuck),
+                orphans_poisoned=len(poisoned),
                 orphan_commits_lost=lost,
                 orphan_jobs_held=held,
                 reader_runs=self.reader.runs,

@@ -67,6 +67,11 @@ def account_poison(run: Run, work: Workload) -> list[PoisonOutcome]:
         return [PoisonOutcome(jid, kind, "unknown", "", str(error), False)
                 for jid, kind in work.poison.items()]  # fmt: skip
     killed = {kill.pid for kill in run.kills}
+    # A worker stopped past its lease, or left without a supervisor, loses its jobs' locks;
+    # a job whose lock runs out with no retry left fails as qless says: failed-retries-<q>.
+    locks_ran_out = bool(run.stops) or any(
+        incident.name == "supervisor-kill" for incident in run.incidents
+    )
     outcomes = []
     for jid, kind in sorted(work.poison.items()):
         job = jobs.get(jid)
@@ -89,6 +94,8 @@ def account_poison(run: Run, work: Workload) -> list[PoisonOutcome]:
             if not ok and runners & killed:
                 # The harness itself killed it on its last try: that is its reason.
                 ok = job.state == lanner.JobState.FAILED and group == "lanner-worker-died"
+            if not ok and locks_ran_out:
+                ok = job.state == lanner.JobState.FAILED and group.startswith("failed-retries-")
         outcomes.append(PoisonOutcome(jid, kind, str(job.state), group, reason[:200], ok))
     return outcomes
 

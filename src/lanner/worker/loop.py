@@ -30,7 +30,6 @@ import os
 import socket
 import threading
 import time
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,16 +43,14 @@ from lanner.errors import (
     JobNotFound,
     LannerError,
     LockLost,
-    ResultError,
     TaskFailed,
     TimeoutException,
-    exception_group,
 )
 from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
 from lanner.task import Task
-from lanner.worker import interrupt
+from lanner.worker import failures, interrupt
 from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
 from lanner.worker.keeper import Keeper
@@ -444,11 +441,10 @@ class WorkerLoop:
     def _retry_delay(self, job: Job) -> float | None:
         """How long to wait before retrying this job if it fails now; None: it fails for good.
 
-        The job's own budget decides (set at publish from max_retries, or given explicitly).
+        The job's own budget decides (set at publish from max_retries, or given explicitly),
+        and its task's `_get_delay_sec_for_retry` the delay (failures.py).
         """
-        if job.remaining <= 0:
-            return None
-        return float(self.app.settings.retry_delay(job.retries - job.remaining))
+        return failures.retry_delay(self.app, job)
 
     def _after_failure(
         self, task_class: type[Task], task: Task | None, job: Job, error: BaseException
@@ -462,38 +458,14 @@ class WorkerLoop:
 
     def _settle_failure(
         self, task_class: type[Task], task: Task | None, job: Job, error: BaseException
-    ) -> None:
-        """Retry the job, or fail it into its group, as its task's settings say."""
-        if isinstance(error, ResultError):
-            self._fail(job, error.group, str(error))
-            return
-        if isinstance(error, TimeoutException) and task is not None:
-            task._kill_runtime_exceeded()
-        details = traceback.format_exc()
-        retry_delay = self._retry_delay(job)
-        if task_class.is_retryable(error) and retry_delay is not None:
-            logger.warning("job %s failed (%s: %s), retry in %g s", job.jid,
-                           type(error).__name__, error, retry_delay)  # fmt: skip
-            try:
-                self.engine.retry(job.jid, job.queue, self.worker, retry_delay)
-            except LannerError as lost:
-                logger.warning("could not retry %s: %s", job.jid, lost)
-            return
-        if not task_class.is_retryable(error):
-            failure_type = "unrecoverable"
-        elif job.retries == 0:
-            failure_type = "no_retries"
-        else:
-            failure_type = "max_retries"
-        if task is not None:
-            task._report_permanent_failure(str(error), error, failure_type)
-        self._fail(job, exception_group(error), details)
+    ) -> failures.SettledFailure:
+        """Retry the job, or fail it into its group, as its task's `handle_failure` says."""
+        return failures.settle_failure(
+            self.app, self.engine, self.worker, task_class, task, job, error
+        )
 
     def _fail(self, job: Job, group: str, message: str) -> None:
-        try:
-            self.engine.fail(job.jid, self.worker, group, message)
-        except LannerError as lost:
-            logger.warning("could not fail %s into %s: %s", job.jid, group, lost)
+        failures.fail(self.engine, self.worker, job, group, message)
 
 
 def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:

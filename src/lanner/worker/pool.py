@@ -56,8 +56,8 @@ from lanner.worker.child import (
 from lanner.worker.chores import Chores
 from lanner.worker.loop import Limits, configure_queues
 from lanner.worker.outage import Backoff
-from lanner.worker.processes import kill_group
-from lanner.worker.recovery import DeadWorker, recovery
+from lanner.worker.processes import kill_group, process_alive
+from lanner.worker.recovery import DeadWorker, orphans_of_host, recovery
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -150,6 +150,10 @@ class WorkerPool:
         self._chores.add(
             "storing the queues' settings",
             lambda engine: configure_queues(engine, self.queues),
+        )
+        self._chores.add(
+            "settling the jobs of this host's workers that died with their supervisor",
+            orphans_of_host(socket.gethostname(), process_alive, self.app.settings.retry_delay),
         )
         self._chores.run()  # now if the store answers: children then pop with the right lock
         self._spawns_due = [time.monotonic()] * self.concurrency

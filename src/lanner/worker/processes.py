@@ -3,7 +3,8 @@
 A time-limit kill or a cold shutdown kills the whole group of a worker process, not just
 the process, so a subprocess a task started cannot outlive it; after a soft time limit, a
 worker process kills what its task left running in its group. A group's leader is the
-worker process itself, so its pid is the group's id.
+worker process itself, so its pid is the group's id. Also: a process's memory, and
+whether a process is alive.
 """
 
 from __future__ import annotations
@@ -71,3 +72,15 @@ def rss_mb() -> float:
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` exists (another user's counts; so may an unrelated process
+    that reuses the pid: callers only lose time by that, never a job)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

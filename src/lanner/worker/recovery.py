@@ -11,6 +11,10 @@ chore, is idempotent (run again after the store failed it halfway, it does nothi
    after a cold shutdown, which is nobody's fault;
 3. every other job the engine shows the worker holding is given back, in its queue,
    whether or not the process had reported it (it may have died just after a pop).
+
+A pool that starts also looks for workers of its host whose process is gone without a
+supervisor to see it (theirs was killed, then they died): `orphans_of_host` settles the
+jobs they still hold as a death's, at once, instead of when their locks run out.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from lanner.engine import Capability, Engine
+from lanner.errors import InvalidState
 from lanner.job import Job, JobState
 from lanner.worker.child import JobStarted
 
@@ -86,6 +91,49 @@ def _settle_running(
             engine.release([job.jid], dead.worker, job.queue, spend_retry=True)
         else:
             engine.retry(job.jid, job.queue, dead.worker, backoff(deaths - 1))
+
+
+def orphans_of_host(
+    host: str, is_alive: Callable[[int], bool], backoff: Callable[[int], float]
+) -> Callable[[Engine], None]:
+    """The chore that settles the jobs held by workers named `<host>-<pid>` whose process
+    is gone. Each held job counts as the running one of a death (a retry spent, the
+    death's history entry; failed into `lanner-worker-died` with none left): which job
+    was running is not known, and a job that brought a whole pool down must not loop."""
+
+    def settle_orphans(engine: Engine) -> None:
+        if Capability.WORKERS not in engine.capabilities:
+            return  # the engine cannot say who holds what: the locks run out instead
+        for counts in engine.workers():
+            name, _, pid = counts.name.rpartition("-")
+            holds = counts.jobs + counts.stalled
+            if name != host or not pid.isdigit() or not holds or is_alive(int(pid)):
+                continue
+            held = engine.worker_jobs(counts.name)
+            cause = "its process was gone when a new pool started (its supervisor had died)"
+            for job in engine.multiget([*held.jobs, *held.stalled]):
+                if job.worker != counts.name:
+                    continue  # settled meanwhile
+                try:
+                    _settle_orphan(engine, job, cause, backoff)
+                except InvalidState as error:  # its own supervisor, alive after all, did it
+                    logger.info("job %s: %s", job.jid, error)
+
+    return settle_orphans
+
+
+def _settle_orphan(engine: Engine, job: Job, cause: str, backoff: Callable[[int], float]) -> None:
+    logger.warning("job %s: worker %s %s; settling it", job.jid, job.worker, cause)
+    if job.remaining <= 0:
+        engine.fail(job.jid, job.worker, "lanner-worker-died", f"job {job.jid}: worker {cause}")
+        return
+    deaths = _deaths(job)
+    if Capability.LOG in engine.capabilities:
+        engine.log(job.jid, DEATH_ENTRY, {"worker": job.worker, "cause": cause})
+    if deaths == 0:
+        engine.release([job.jid], job.worker, job.queue, spend_retry=True)
+    else:
+        engine.retry(job.jid, job.queue, job.worker, backoff(deaths - 1))
 
 
 def _deaths(job: Job) -> int:

@@ -20,6 +20,7 @@ from lanner import Engine, Job, JobState
 from lanner.app import App
 from lanner.errors import JobCancelled
 from lanner.exceptions import BlacklistedException, TimeLimitExceeded
+from lanner.message import KaleMessage
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.settings import Settings
@@ -87,9 +88,10 @@ class WLTask(Task):
         super()._kill_runtime_exceeded()
         EVENTS.append(("kill_runtime_exceeded", self.task_id))
 
-    def _report_permanent_failure(
+    # An instance method (lanner's first form of the hook; Kale's is a classmethod): still called.
+    def _report_permanent_failure(  # type: ignore[override]
         self,
-        message: str,
+        message: KaleMessage,
         exception: BaseException | None,
         failure_type: str,
         log_exception: bool = True,
