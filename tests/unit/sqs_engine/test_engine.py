@@ -65,7 +65,7 @@ def test_a_long_poll_returns_as_soon_as_a_message_arrives(
 def test_a_pop_without_wait_on_an_empty_queue_returns_at_once(engine: SQSEngine) -> None:
     started = time.monotonic()
     assert engine.pop("empty", "w1", 10) == []
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 3  # no long poll (moto answers in ms)
 
 
 def test_a_pop_of_more_than_ten_takes_several_receives(engine: SQSEngine) -> None:
@@ -100,7 +100,7 @@ def test_heartbeats_keep_the_job_from_other_workers(
     until = time.monotonic() + 4  # twice the lock
     while time.monotonic() < until:
         expires = engine.heartbeat("j1", "w1")
-        assert expires == pytest.approx(time.time() + 2, abs=0.5)
+        assert expires == pytest.approx(time.time() + 2, abs=1.5)
         assert other.pop("q", "w2") == []
         time.sleep(0.5)
     assert engine.complete("j1", "w1", "q") == "complete"
@@ -255,11 +255,15 @@ def test_an_oversized_job_is_refused_before_anything_is_sent(engine: SQSEngine) 
 
 
 def test_the_largest_job_fits_and_comes_back_unchanged(engine: SQSEngine) -> None:
-    envelope = len(Body("j1", "Task", "q", "", 5, 5, time.time()).encoded())
-    data = json.dumps("x" * (engine.options.max_message_bytes - FAILURE_ROOM - envelope - 4))
-    engine.put("q", "j1", "Task", data)
+    now = float(int(time.time()))  # the put time is in the envelope: one of known length
+    envelope = len(Body("j1", "Task", "q", "", 5, 5, now).encoded())
+    room = engine.options.max_message_bytes - FAILURE_ROOM - envelope
+    data = json.dumps("x" * (room - 4))  # its two quotes, escaped, take 4 bytes
+    engine.put("q", "j1", "Task", data, now=now)
     [job] = engine.pop("q", "w1")
     assert job.data == data
+    with pytest.raises(PayloadTooLarge):
+        engine.put("q", "j2", "Task", json.dumps("x" * (room - 3)), now=now)
 
 
 def test_unicode_data_comes_back_exactly(engine: SQSEngine, raw: Raw) -> None:
