@@ -25,6 +25,7 @@ from lanner.records import (
     NewJob,
     QueueCounts,
     QueueStats,
+    QueueUsage,
     RecurringJob,
     WorkerCounts,
     WorkerJobs,
@@ -42,6 +43,30 @@ CONFIG_DEFAULTS: Final[Mapping[str, ConfigValue]] = {
     "max-worker-age": 86400,
 }
 """Defaults of `config_get`. Per-queue keys: `<queue>-heartbeat`, `<queue>-max-concurrency`."""
+
+
+LIMIT_SETTINGS: Final = (
+    "max-items",
+    "max-size",
+    "max-item-size",
+    "max-age",
+    "discard-old-when-full",
+)
+"""LIMITS: config keys `<queue>-<setting>` that bound what a put may add (docs/kestrel.md).
+
+`max-items` jobs and `max-size` bytes of data the queue may hold (not finished); a job whose
+data is over `max-item-size` bytes is refused (`PayloadTooLarge`); `max-age` seconds caps
+each job's `expires_at` at its put; `discard-old-when-full` 1 makes a put into a full queue
+drop its oldest waiting jobs (`QueueFull` otherwise). 0 or unset: no bound."""
+
+
+def limit_setting(key: str) -> tuple[str, str] | None:
+    """(queue, setting) if `key` sets one of a queue's LIMIT_SETTINGS, else None."""
+    for setting in LIMIT_SETTINGS:
+        queue, dash, rest = key.rpartition("-" + setting)
+        if dash and not rest and names.is_queue_name(queue):
+            return queue, setting
+    return None
 
 
 def lease_queue(key: str) -> str | None:
@@ -88,6 +113,10 @@ class Capability(StrEnum):
     FAILURES = "failures"  # failed_groups, failed, unfail: failure groups counted and paged
     # config_set of any key; without it only a queue's lock, `<queue>-heartbeat`
     CONFIG = "config"
+    # Kestrel's bounded queues: put(expires_at=...), the LIMIT_SETTINGS, queue_usage
+    LIMITS = "limits"
+    # Kestrel's fanout: a put to `q` also puts a copy into every `q+<child>` read so far
+    FANOUT = "fanout"
 
 
 class Engine(EngineHooks):
@@ -119,6 +148,7 @@ class Engine(EngineHooks):
         depends: Sequence[str] | None = None,
         worker: str = "",
         if_exists: str = "move",
+        expires_at: float | None = None,
         now: float | None = None,
     ) -> str:
         """Create the job, or move it if `jid` exists (its lock, failure and queue are dropped).
@@ -129,8 +159,18 @@ class Engine(EngineHooks):
         `delay > 0`, else `waiting`. `worker` names who is putting. `if_exists` (UNIQUE):
         `keep` leaves a live job of that jid as it is (nothing stored); `move-unless-running`
         refuses (`InvalidState`) to move a running one. Returns the jid.
+
+        LIMITS: the job is dropped, never handed out, once `expires_at` (a Unix time) is past
+        while it waits; the queue's `max-age` caps it. A put into a queue at its `max-items`
+        or `max-size` drops the oldest waiting jobs if the queue discards old ones when
+        full, else raises `QueueFull`; data over `max-item-size` raises `PayloadTooLarge`.
+        FANOUT: a put into `q` also puts the job into every `q+<child>` popped or peeked at
+        least once, as jid `<jid>+<child>` (without `depends`; a child that is full and does
+        not discard drops its copy, counted as discarded).
         """
-        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists)
+        given = NewJob(
+            queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists, expires_at
+        )
         return self._put_checked("put", checks.put(given, worker, now, self.max_data_bytes))[0]
 
     def put_many(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[str]:
@@ -151,10 +191,13 @@ class Engine(EngineHooks):
         depends: Sequence[str] | None = None,
         worker: str = "",
         if_exists: str = "move",
+        expires_at: float | None = None,
         now: float | None = None,
     ) -> str:
         """LOOKUP: like `put`, but the job must exist (else `JobNotFound`)."""
-        given = NewJob(queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists)
+        given = NewJob(
+            queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists, expires_at
+        )
         checked = checks.put(given, worker, now, self.max_data_bytes)
         self._require(Capability.LOOKUP, "requeue")
         return self._put_checked("requeue", checked)[0]
@@ -176,6 +219,13 @@ class Engine(EngineHooks):
             self._require(Capability.DEPENDENCIES, "put(depends=...)")
         if job.if_exists != "move":
             self._require(Capability.UNIQUE, f"put(if_exists={job.if_exists!r})")
+        if job.expires_at is not None:
+            self._require(Capability.LIMITS, "put(expires_at=...)")
+        self._gate_fanout(job.queue, "put")
+
+    def _gate_fanout(self, queue: str, command: str) -> None:
+        if "+" in queue:
+            self._require(Capability.FANOUT, f"{command} of a fanout queue {queue!r}")
 
     # -- taking work ----------------------------------------------------------------------
     def pop(
@@ -192,11 +242,15 @@ class Engine(EngineHooks):
         Expired locks are taken first (after the grace period), then due scheduled jobs
         join the waiting ones. Each job becomes `running` with `expires = now + heartbeat`.
         A paused queue gives nothing. With `wait > 0` and nothing to give, blocks up to
-        `wait` seconds and returns as soon as work arrives.
+        `wait` seconds and returns as soon as work arrives. LIMITS: waiting jobs whose
+        `expires_at` is past are dropped (counted `expired`), not given. FANOUT: a pop of
+        `q+<child>` makes it a child of `q` from then on (a peek too).
         """
         command = checks.pop(queue, worker, count, wait, now)
         if command.wait:
             self._require(Capability.BLOCKING_POP, "pop(wait=...)")
+        if len(self.capabilities) < len(Capability):
+            self._gate_fanout(command.queue, "pop")
         return self._pop(command)
 
     def peek(self, queue: str, count: int = 1, *, now: float | None = None) -> list[Job]:
@@ -204,6 +258,7 @@ class Engine(EngineHooks):
         queues)."""
         command = checks.peek(queue, count, now)
         self._require(Capability.LISTING, "peek")
+        self._gate_fanout(command.queue, "peek")
         return self._peek(command)
 
     def heartbeat(
@@ -368,6 +423,12 @@ class Engine(EngineHooks):
     def queue_counts(self, queue: str, *, now: float | None = None) -> QueueCounts:
         return self._queue_counts(checks.queue_at(queue, now))
 
+    def queue_usage(self, queue: str, *, now: float | None = None) -> QueueUsage:
+        """LIMITS: what `queue` holds against its bounds, and what it dropped (`QueueUsage`)."""
+        command = checks.queue_at(queue, now)
+        self._require(Capability.LIMITS, "queue_usage")
+        return self._queue_usage(command)
+
     def length(self, queue: str, *, now: float | None = None) -> int:
         """Running + stalled + waiting + scheduled jobs of `queue` (not depends, nor recurring)."""
         counts = self.queue_counts(queue, now=now)
@@ -401,7 +462,8 @@ class Engine(EngineHooks):
             self._set_paused(command, paused)
 
     def queue_forget(self, queues: Sequence[str], *, now: float | None = None) -> None:
-        """QUEUE_FORGET: drop queues from the list of known queues."""
+        """QUEUE_FORGET: drop queues from the list of known queues (FANOUT: a forgotten
+        `q+<child>` is no longer a child of `q`: puts into `q` stop reaching it)."""
         self._require(Capability.QUEUE_FORGET, "queue_forget")
         command = checks.queues(queues, now)
         if command.queues:
@@ -441,6 +503,10 @@ class Engine(EngineHooks):
         setting = checks.config_set(key, value)
         if setting.key.endswith("-max-concurrency"):
             self._require(Capability.MAX_CONCURRENCY, "config_set(<queue>-max-concurrency)")
+        limit = limit_setting(setting.key)
+        if limit is not None:
+            self._require(Capability.LIMITS, f"config_set({setting.key!r})")
+            checks.limit_value(limit[1], setting.value)
         if lease_queue(setting.key) is None:
             self._require(Capability.CONFIG, f"config_set({setting.key!r})")
         self._config_set(setting, values.now(now))

@@ -14,6 +14,7 @@ LannerError
 │   └── InvalidTimeLimitTaskException
 │                                  Kale's: a task's time limit does not fit its queue's lease
 ├── JobNotFound                    no job with that jid (also a LookupError)
+├── QueueFull                      a bounded queue refused a put (its max-items or max-size)
 ├── InvalidState                   the job is in the wrong state for the command
 │   └── LockLost                   the job is not running under this worker (or queue) any more
 ├── EngineUnavailable              the store cannot be reached now (retrying later may work)
@@ -169,6 +170,11 @@ class JobNotFound(LannerError, LookupError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.jid, self.command))
+
+
+class QueueFull(LannerError):
+    """A put was refused: the queue is at its `max-items` or `max-size` and does not discard
+    old items to make room (`<queue>-discard-old-when-full`). Nothing was stored."""
 
 
 class InvalidState(LannerError):

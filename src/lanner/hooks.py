@@ -22,6 +22,7 @@ from lanner.records import (
     JobPage,
     QueueCounts,
     QueueStats,
+    QueueUsage,
     RecurringJob,
     WorkerCounts,
     WorkerJobs,
@@ -157,6 +158,9 @@ class EngineHooks(abc.ABC):
 
     def _stats(self, command: checks.Stats, now: float) -> QueueStats:
         raise self._missing("_stats")
+
+    def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
+        raise self._missing("_queue_usage")
 
     def _workers(self, now: float) -> list[WorkerCounts]:
         raise self._missing("_workers")

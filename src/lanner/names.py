@@ -2,7 +2,9 @@
 
 Names are rejected, never rewritten: `my-app` and `myapp` must stay two queues.
 Queue names fit inside SQS's 80-character limit with room for engine suffixes, and
-contain nothing that is special in SQL, Redis glob patterns, file names or URLs.
+contain nothing that is special in SQL, Redis glob patterns, file names or URLs. A fanout
+child (Kestrel's `parent+child`, engines with the FANOUT capability) is two such names
+joined by one '+'.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from typing import Final
 
 from lanner.errors import InvalidName, MalformedArgument
 
-QUEUE_NAME_RULE: Final = "a letter, then up to 63 letters, digits, '_' or '-'"
-_QUEUE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+QUEUE_NAME_RULE: Final = (
+    "a letter, then up to 63 letters, digits, '_' or '-' (a fanout child: two of those "
+    "joined by '+')"
+)
+_QUEUE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}(?:\+[A-Za-z][A-Za-z0-9_-]{0,63})?")
 # Jids, workers, groups and tags are identifiers chosen by programs, not by the naming rule
 # of queues: any printable text without control characters, bounded in length.
 _LABEL: Final = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
@@ -31,6 +36,12 @@ def queue_name(value: object, what: str = "queue") -> str:
 
 def is_queue_name(value: str) -> bool:
     return _QUEUE_NAME.fullmatch(value) is not None
+
+
+def fanout_parent(queue: str) -> str | None:
+    """The parent of a fanout child queue `parent+child`, or None for a plain queue."""
+    parent, plus, _ = queue.partition("+")
+    return parent if plus else None
 
 
 def queue_names(values: Sequence[object]) -> list[str]:

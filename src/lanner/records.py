@@ -32,6 +32,7 @@ class NewJob(NamedTuple):
     retries: int | None = None
     depends: Sequence[str] | None = None
     if_exists: str = "move"  # one of IF_EXISTS
+    expires_at: float | None = None  # LIMITS: dropped, never handed out, from this Unix time
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,25 @@ class QueueCounts:
     depends: int
     recurring: int
     paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUsage:
+    """LIMITS: what a queue holds against its bounds, and what it turned away.
+
+    `items` and `bytes` count the jobs in the queue that are not finished (waiting,
+    scheduled, depends, running, stalled), each job's data as it was put (UTF-8 bytes).
+    The counters count since the queue was first used: `total_items` jobs put into it,
+    `expired` dropped at read because their time was up, `discarded` dropped to make room
+    (`discard-old-when-full`) or fanout copies a full child could not take.
+    """
+
+    name: str
+    items: int
+    bytes: int
+    total_items: int
+    expired: int
+    discarded: int
 
 
 @dataclass(frozen=True, slots=True)

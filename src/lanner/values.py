@@ -40,9 +40,9 @@ def seconds(value: object, what: str) -> float:
     return float(value)
 
 
-def timestamp(value: object) -> float:
+def timestamp(value: object, what: str = "now") -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise MalformedArgument(f"now must be a finite number (a Unix time), not {value!r}")
+        raise MalformedArgument(f"{what} must be a finite number (a Unix time), not {value!r}")
     return float(value)
 
 

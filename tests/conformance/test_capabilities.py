@@ -40,7 +40,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.CONFIG,
         }
     ),
-    "redis": frozenset(Capability),
+    "redis": frozenset(Capability) - {Capability.LIMITS, Capability.FANOUT},
     "sqs": frozenset({Capability.DELAY, Capability.BLOCKING_POP}),
 }
 
@@ -135,6 +135,15 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
     Capability.CONFIG: {
         "config_set(<key>)": lambda e: e.config_set("my-key", 1, now=NOW),
         "config_set(heartbeat)": lambda e: e.config_set("heartbeat", 30, now=NOW),
+    },
+    Capability.LIMITS: {
+        "put(expires_at=)": lambda e: e.put("q", "new", "Task", expires_at=NOW + 5, now=NOW),
+        "queue_usage": lambda e: e.queue_usage("q", now=NOW),
+        "config_set(<queue>-max-items)": lambda e: e.config_set("q-max-items", 5, now=NOW),
+    },
+    Capability.FANOUT: {
+        "put(fanout child)": lambda e: e.put("q+c", "new", "Task", now=NOW),
+        "pop(fanout child)": lambda e: e.pop("q+c", "w1", now=NOW),
     },
 }
 

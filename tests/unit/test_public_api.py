@@ -21,12 +21,12 @@ PUBLIC = {
     # the engine contract and its values
     "Engine", "open_engine", "Capability", "CONFIG_DEFAULTS", "DEFAULT_RETRIES", "ConfigValue",
     "Job", "JobState", "Failure", "HistoryEvent", "NewJob", "JobPage", "QueueCounts",
-    "QueueStats", "TimingStats", "RecurringJob", "WorkerCounts", "WorkerJobs",
+    "QueueStats", "QueueUsage", "TimingStats", "RecurringJob", "WorkerCounts", "WorkerJobs",
     # the error tree (lanner.errors), Kale's names included
     "LannerError", "Unsupported", "MalformedArgument", "InvalidName", "PayloadTooLarge",
     "ChubbyTaskException", "ArgumentError", "ConfigError", "ImproperlyConfiguredException",
     "InvalidTaskDelayException", "InvalidTimeLimitTaskException", "JobNotFound", "InvalidState",
-    "LockLost", "EngineUnavailable", "SchemaError", "DecodeError", "BadSignature",
+    "QueueFull", "LockLost", "EngineUnavailable", "SchemaError", "DecodeError", "BadSignature",
     "TaskException", "BlacklistedException", "TimeoutException", "TimeLimitExceeded",
     "JobCancelled", "TaskFailed", "ResultError",
     "__version__",

@@ -63,6 +63,7 @@ def new_job(
     retries: object,
     depends: object,
     if_exists: object,
+    expires_at: object,
     limit: int,
 ) -> NewJob:
     """One job's put arguments, checked (None: keep the job's value on a move)."""
@@ -81,6 +82,7 @@ def new_job(
         None if retries is None else integer(retries, "retries", 0),
         None if depends is None else unique_labels(depends, "depends"),  # type: ignore[arg-type]
         str(if_exists),
+        None if expires_at is None else timestamp(expires_at, "expires_at"),
     )
 
 
@@ -432,6 +434,18 @@ def config_set(key: object, value: object) -> Setting:
     if isinstance(value, float) and not math.isfinite(value):
         raise MalformedArgument(f"config value must be finite, not {value}")
     return Setting(checked_key, value)
+
+
+def limit_value(setting: str, value: ConfigValue) -> None:
+    """A LIMITS setting's value: a number >= 0 (whole but for `max-age`), `discard-old-when-full`
+    0 or 1."""
+    what = f"{setting} setting"
+    if setting == "max-age":
+        seconds(value, what)
+    elif setting == "discard-old-when-full" and value not in (0, 1):
+        raise MalformedArgument(f"{what} must be 0 or 1, not {value!r}")
+    else:
+        integer(value, what, 0)
 
 
 # -- optional capabilities ----------------------------------------------------------------

@@ -62,7 +62,7 @@ class RedisEngine(Engine):
     """The Redis engine. Safe to share between threads (and usable after fork)."""
 
     name = "redis"
-    capabilities = frozenset(Capability)
+    capabilities = frozenset(Capability) - {Capability.LIMITS, Capability.FANOUT}
 
     def __init__(
         self, url: str = "redis://127.0.0.1:6379/0", *, options: RedisOptions | None = None
