@@ -38,7 +38,7 @@ class Running:
 
     def client(self, **options: object) -> Client:
         """A pymemcache client; storage commands wait for the reply (noreply=False)."""
-        client = Client(self.address, default_noreply=False, timeout=10, **options)  # type: ignore[arg-type]
+        client = Client(self.address, default_noreply=False, timeout=10, **options)
         self.opened.append(client)
         return client
 
