@@ -1,15 +1,14 @@
 """A real `lanner serve` on a free port, over a real engine (SQLite file, Redis server).
 
-The server runs its asyncio loop in a thread of the test process (`server` fixture) or as
-the `lanner serve` command in a process of its own (`tests/kestrel/test_command.py`). Tests
+The server runs its asyncio loop in a thread of the test process (`server` fixture, a
+`ServerThread`) or as the `lanner serve` command in a process of its own
+(`tests/kestrel/test_command.py`). Tests
 reach it only through sockets: pymemcache as a stock memcache client, and raw sockets.
 """
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pymemcache.client.base import Client
 
 import lanner
 from lanner import Capability, Engine
-from lanner.kestrel import KestrelServer
+from lanner.kestrel import KestrelServer, ServerThread
 
 
 @dataclass
@@ -29,7 +28,6 @@ class Running:
 
     engine: Engine
     server: KestrelServer
-    loop: asyncio.AbstractEventLoop
     opened: list[Client | socket.socket] = field(default_factory=list)
 
     @property
@@ -97,18 +95,11 @@ def _url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture(params=["sqlite", "redis"])
 def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Running]:
     engine = lanner.open_engine(_url(request, tmp_path))
-    loop = asyncio.new_event_loop()
-    kestrel = KestrelServer(engine, port=0)
-    loop.run_until_complete(kestrel.start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    running = Running(engine, kestrel, loop)
+    thread = ServerThread(engine)
+    running = Running(engine, thread.server)
     try:
         yield running
     finally:
         running.close()
-        asyncio.run_coroutine_threadsafe(kestrel.stop(), loop).result(timeout=30)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=30)
-        loop.close()
+        thread.stop()
         engine.close()

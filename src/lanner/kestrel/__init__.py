@@ -5,6 +5,6 @@
 the connections (`lanner serve`, docs/kestrel.md).
 """
 
-from lanner.kestrel.server import DEFAULT_PORT, KestrelServer, serve
+from lanner.kestrel.server import DEFAULT_PORT, KestrelServer, ServerThread, serve
 
-__all__ = ["DEFAULT_PORT", "KestrelServer", "serve"]
+__all__ = ["DEFAULT_PORT", "KestrelServer", "ServerThread", "serve"]

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Coroutine
@@ -412,3 +413,36 @@ async def serve(
     finally:
         with contextlib.suppress(Exception):
             await server.stop()
+
+
+class ServerThread:
+    """A `KestrelServer` on an event loop of its own thread: to embed one in a program or a
+    test. `with ServerThread(engine) as server:` serves on `server.port` until the end."""
+
+    def __init__(self, engine: Engine, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._loop = asyncio.new_event_loop()
+        self.server = KestrelServer(engine, host, port)
+        self._loop.run_until_complete(self.server.start())
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="lanner-kestrel", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def stop(self) -> None:
+        """Stop serving (open items are given back) and end the thread."""
+        if self._loop.is_closed():
+            return
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> ServerThread:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
