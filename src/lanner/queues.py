@@ -107,6 +107,9 @@ class QueueConfig:
                 queue=self.name,
                 field="discard_old_when_full",
             )
+        for name, positive in (("visibility_timeout_sec", True), ("long_poll_time_sec", False)):
+            value = _check_number(self.name, name, getattr(self, name), positive)
+            object.__setattr__(self, name, value)
 
     def limits(self) -> dict[str, int | float]:
         """The engine config keys of the bounds this queue sets, and their values."""
@@ -119,9 +122,6 @@ class QueueConfig:
         }
         return {f"{self.name}-{key}": int(v) if isinstance(v, bool) else v
                 for key, v in given.items() if v is not None}  # fmt: skip
-        for name, positive in (("visibility_timeout_sec", True), ("long_poll_time_sec", False)):
-            value = _check_number(self.name, name, getattr(self, name), positive)
-            object.__setattr__(self, name, value)
 
 
 def _check_int(queue: str, name: str, value: object, minimum: int) -> None:
