@@ -311,3 +311,14 @@ def test_shutdown_gives_back_open_items(server: Running) -> None:
     until(lambda: server.engine.queue_counts("work").waiting == 1)
     with pytest.raises(OSError):
         socket.create_connection(server.address, timeout=2).recv(1)
+
+
+def test_an_open_item_stays_held_past_its_lease(server: Running) -> None:
+    server.engine.config_set("work-heartbeat", 1)
+    server.engine.config_set("grace-period", 0)
+    reader, other = server.client(), server.client()
+    reader.set("work", b"long job")
+    assert reader.get("work/open") == b"long job"
+    assert other.get("work/t=2500") is None  # its 1 s lock was renewed, twice or more
+    assert reader.get("work/close") is None
+    until(lambda: server.engine.length("work") == 0)

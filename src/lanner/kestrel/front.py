@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
-from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
+from lanner.engine import Capability, Engine
 from lanner.errors import LannerError, PayloadTooLarge, QueueFull, Unsupported
 from lanner.job import Job
 from lanner.kestrel.batcher import Batcher
@@ -36,6 +36,16 @@ a stopping server waits no longer than this for the pops under way)."""
 
 REFUSALS: Final = (QueueFull, PayloadTooLarge, Unsupported)
 """What refuses one item of a batch of puts, not the batch."""
+
+
+HEARTBEAT_CHECK: Final = 0.25
+"""How often the locks of open items are looked at (each is renewed at half its lease)."""
+
+
+class OpenItem(NamedTuple):
+    queue: str
+    expires: float  # when its lock runs out
+    lease: float  # the length of its lock
 
 
 @dataclass(eq=False)
@@ -69,7 +79,7 @@ class Front:
         self._jids = JidMaker()
         self._puts: Batcher[NewJob, None] = Batcher(self._put_batch, self._executor)
         self._readers: dict[str, Reader] = {}
-        self.open: dict[str, str] = {}  # jid -> queue, of every item held open by a reader
+        self.open: dict[str, OpenItem] = {}  # every item held open by a reader, by jid
         self._giving_back: set[asyncio.Future[None]] = set()
 
     # -- putting --------------------------------------------------------------------------
@@ -219,24 +229,26 @@ class Front:
         release.add_done_callback(self._giving_back.discard)
 
     # -- open items and other commands ----------------------------------------------------
+    def hold(self, job: Job) -> None:
+        """A reader holds `job` open: its lock is renewed from now on (`heartbeat_open`)."""
+        self.open[job.jid] = OpenItem(job.queue, job.expires, job.expires - time.time())
+
     async def heartbeat_open(self) -> None:
-        """Keep the locks of open items for as long as their readers hold them."""
-        loop = asyncio.get_running_loop()
+        """Renew the lock of each open item once half of it has run, for as long as its
+        reader holds it (Kestrel's open reads have no time limit)."""
         while True:
-            config = await self.call(self.engine.config_all)
-            default = float(config.get("heartbeat", CONFIG_DEFAULTS["heartbeat"]))
-            leases = [float(config.get(f"{q}-heartbeat", default)) for q in self._queues_open()]
-            await asyncio.sleep(max(0.5, min([default, *leases]) / 3))
-            for jid, _queue in list(self.open.items()):
+            await asyncio.sleep(HEARTBEAT_CHECK)
+            now = time.time()
+            for jid, item in list(self.open.items()):
+                if item.expires - now > item.lease / 2:
+                    continue
                 try:
-                    await loop.run_in_executor(
-                        self._executor, self.engine.heartbeat, jid, self.worker
-                    )
+                    expires = await self.call(self.engine.heartbeat, jid, self.worker)
                 except LannerError as error:
                     logger.warning("open item %s lost its lock: %s", jid, error)
-
-    def _queues_open(self) -> set[str]:
-        return set(self.open.values())
+                    expires = float("inf")  # not again: it is another reader's now
+                if jid in self.open:
+                    self.open[jid] = item._replace(expires=expires)
 
     async def call(self, function: Callable[..., R], *args: object) -> R:
         """Run one engine command in a thread."""

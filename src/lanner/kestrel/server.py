@@ -348,7 +348,7 @@ class Connection(asyncio.Protocol):
         reply = protocol.value_reply(command.key, from_data(job.data))
         if command.open:
             self.open.setdefault(queue, []).append(job.jid)
-            self.front.open[job.jid] = queue
+            self.front.hold(job)
             return reply
         self.transport.write(reply)
         await self.front.complete(queue, job.jid)
