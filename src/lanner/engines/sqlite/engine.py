@@ -4,7 +4,8 @@
 (`connection.py`) and call the module that owns the command's noun: `put.py` (putting
 jobs), `pop.py` (taking them), `jobs.py` (a job's life after that), `queues.py` (counts,
 listings, failure groups), `tags.py`, `workers.py`, `recurring.py`, `config.py` and
-`stats.py`. The data layout is in `schema.py`; the semantics are docs/protocol.md.
+`stats.py`; LIMITS in `limits.py`. The data layout is in
+`schema.py`; the semantics are docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from lanner.engine import Capability, Engine
 from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import (
     jobs,
+    limits,
     pop,
     put,
     queues,
@@ -36,6 +38,7 @@ from lanner.records import (
     JobPage,
     QueueCounts,
     QueueStats,
+    QueueUsage,
     RecurringJob,
     WorkerCounts,
     WorkerJobs,
@@ -94,7 +97,9 @@ class SQLiteEngine(Engine):
                 jid = checked.jobs[0].jid
                 if conn.execute("SELECT 1 FROM jobs WHERE jid = ?", (jid,)).fetchone() is None:
                     raise JobNotFound(jid, command)
-            put.store(conn, checked.jobs, checked.now, settings.read_all(conn))
+            config = settings.read_all(conn)
+            admitted = limits.admit(conn, checked.jobs, [], config, checked.now)
+            put.store(conn, admitted, checked.now, config)
         return [job.jid for job in checked.jobs]
 
     # -- taking work ----------------------------------------------------------------------
@@ -232,6 +237,10 @@ class SQLiteEngine(Engine):
     def _queue_forget(self, command: checks.Queues) -> None:
         with self.database.write() as conn:
             queues.forget(conn, command.queues)
+
+    def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
+        with self.database.statement() as conn:
+            return limits.usage(conn, command.queue)
 
     # -- failures -------------------------------------------------------------------------
     def _failed_groups(self, now: float) -> dict[str, int]:
