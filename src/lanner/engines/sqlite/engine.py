@@ -4,7 +4,7 @@
 (`connection.py`) and call the module that owns the command's noun: `put.py` (putting
 jobs), `pop.py` (taking them), `jobs.py` (a job's life after that), `queues.py` (counts,
 listings, failure groups), `tags.py`, `workers.py`, `recurring.py`, `config.py` and
-`stats.py`; LIMITS in `limits.py`. The data layout is in
+`stats.py`; LIMITS and FANOUT in `limits.py` and `fanout.py`. The data layout is in
 `schema.py`; the semantics are docs/protocol.md.
 """
 
@@ -18,6 +18,7 @@ from lanner import checks
 from lanner.engine import Capability, Engine
 from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import (
+    fanout,
     jobs,
     limits,
     pop,
@@ -98,7 +99,8 @@ class SQLiteEngine(Engine):
                 if conn.execute("SELECT 1 FROM jobs WHERE jid = ?", (jid,)).fetchone() is None:
                     raise JobNotFound(jid, command)
             config = settings.read_all(conn)
-            admitted = limits.admit(conn, checked.jobs, [], config, checked.now)
+            copies = fanout.copies(conn, checked.jobs)
+            admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
             put.store(conn, admitted, checked.now, config)
         return [job.jid for job in checked.jobs]
 
@@ -152,6 +154,10 @@ class SQLiteEngine(Engine):
             pause = 0.0001
 
     def _peek(self, command: checks.Peek) -> list[Job]:
+        if "+" in command.queue:  # a fanout child: registered by its first peek, a write
+            with self.database.write() as conn:
+                fanout.register(conn, command.queue)
+                return pop.peek(conn, command.queue, command.limit, command.now)
         with self.database.read() as conn:
             return pop.peek(conn, command.queue, command.limit, command.now)
 
@@ -237,6 +243,7 @@ class SQLiteEngine(Engine):
     def _queue_forget(self, command: checks.Queues) -> None:
         with self.database.write() as conn:
             queues.forget(conn, command.queues)
+            fanout.forget(conn, command.queues)
 
     def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
         with self.database.statement() as conn:

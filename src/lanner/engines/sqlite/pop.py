@@ -1,10 +1,10 @@
 """Taking work from a queue of the SQLite engine: pop's transaction, and what peek shows.
 
-A pop, in order: nothing from a paused queue; at most `<queue>-max-concurrency` running;
-expired locks first (qless's grace period, then a retry spent), then jobs `timeout`
-stalled, then due recurring runs and scheduled jobs join the waiting ones, the expired
-among those are dropped (LIMITS), and the rest are taken by priority, readiness and
-insertion order. `has_work` and `next_due` let a blocked pop wait
+A pop, in order: a fanout child registers with its parent; nothing from a paused queue; at
+most `<queue>-max-concurrency` running; expired locks first (qless's grace period, then a
+retry spent), then jobs `timeout` stalled, then due recurring runs and scheduled jobs join
+the waiting ones, the expired among those are dropped (LIMITS), and the rest are taken by
+priority, readiness and insertion order. `has_work` and `next_due` let a blocked pop wait
 without writing.
 """
 
@@ -14,13 +14,15 @@ import sqlite3
 from collections.abc import Mapping
 
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import jobs, limits, recurring, rows, stats
+from lanner.engines.sqlite import fanout, jobs, limits, recurring, rows, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.job import Job
 
 
 def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: float) -> list[Job]:
     """Lock up to `count` jobs of `queue` for `worker` (one pop's transaction)."""
+    if "+" in queue:
+        fanout.register(conn, queue)
     row = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
     if row is not None and row[0]:
         return []
