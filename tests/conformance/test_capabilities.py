@@ -38,6 +38,8 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.LISTING,
             Capability.FAILURES,
             Capability.CONFIG,
+            Capability.LIMITS,
+            Capability.FANOUT,
         }
     ),
     "redis": frozenset(Capability) - {Capability.LIMITS, Capability.FANOUT},

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lanner import EngineUnavailable, MalformedArgument, SchemaError, open_engine
-from lanner.engines.sqlite import SQLiteEngine, SQLiteOptions, schema
+from lanner.engines.sqlite import SQLiteEngine, SQLiteOptions
 from lanner.engines.sqlite.schema import SCHEMA_VERSION
 
 
@@ -139,16 +139,19 @@ def test_a_write_lock_held_past_busy_timeout_is_engine_unavailable(tmp_path: Pat
     engine.close()
 
 
+VERSION_2_SCHEMA = (Path(__file__).parent / "sqlite_schema_v2.sql").read_text()
+
+
 def test_a_version_1_database_is_migrated_when_opened(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    version_1 = schema.SCHEMA.replace(
+    version_1 = VERSION_2_SCHEMA.replace(
         "    history          TEXT NOT NULL,", "    history          TEXT NOT NULL"
     ).replace("    result           TEXT", "")
     conn = sqlite3.connect(path, isolation_level=None)  # what lanner 0.1 wrote
     conn.executescript(version_1 + "PRAGMA user_version = 1;")
     conn.close()
     with SQLiteEngine(path) as engine:
-        assert pragma(engine, "user_version") == SCHEMA_VERSION == 2
+        assert pragma(engine, "user_version") == SCHEMA_VERSION == 3
         engine.put("q", "a", "K", now=1)
         engine.pop("q", "w", now=2)
         engine.complete("a", "w", "q", result='"kept"', now=3)

@@ -4,7 +4,8 @@
 (`connection.py`) and call the module that owns the command's noun: `put.py` (putting
 jobs), `pop.py` (taking them), `jobs.py` (a job's life after that), `queues.py` (counts,
 listings, failure groups), `tags.py`, `workers.py`, `recurring.py`, `config.py` and
-`stats.py`. The data layout is in `schema.py`; the semantics are docs/protocol.md.
+`stats.py`; LIMITS and FANOUT in `limits.py` and `fanout.py`. The data layout is in
+`schema.py`; the semantics are docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from lanner import checks
 from lanner.engine import Capability, Engine
 from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import (
+    fanout,
     jobs,
+    limits,
     pop,
     put,
     queues,
@@ -36,6 +39,7 @@ from lanner.records import (
     JobPage,
     QueueCounts,
     QueueStats,
+    QueueUsage,
     RecurringJob,
     WorkerCounts,
     WorkerJobs,
@@ -46,7 +50,7 @@ class SQLiteEngine(Engine):
     """The embedded engine. Safe to share between threads; reopens itself after fork."""
 
     name = "sqlite"
-    capabilities = frozenset(Capability) - {Capability.LIMITS, Capability.FANOUT}
+    capabilities = frozenset(Capability)
 
     def __init__(self, path: str | os.PathLike[str], options: SQLiteOptions | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
@@ -94,7 +98,10 @@ class SQLiteEngine(Engine):
                 jid = checked.jobs[0].jid
                 if conn.execute("SELECT 1 FROM jobs WHERE jid = ?", (jid,)).fetchone() is None:
                     raise JobNotFound(jid, command)
-            put.store(conn, checked.jobs, checked.now, settings.read_all(conn))
+            config = settings.read_all(conn)
+            copies = fanout.copies(conn, checked.jobs)
+            admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
+            put.store(conn, admitted, checked.now, config)
         return [job.jid for job in checked.jobs]
 
     # -- taking work ----------------------------------------------------------------------
@@ -147,6 +154,10 @@ class SQLiteEngine(Engine):
             pause = 0.0001
 
     def _peek(self, command: checks.Peek) -> list[Job]:
+        if "+" in command.queue:  # a fanout child: registered by its first peek, a write
+            with self.database.write() as conn:
+                fanout.register(conn, command.queue)
+                return pop.peek(conn, command.queue, command.limit, command.now)
         with self.database.read() as conn:
             return pop.peek(conn, command.queue, command.limit, command.now)
 
@@ -232,6 +243,11 @@ class SQLiteEngine(Engine):
     def _queue_forget(self, command: checks.Queues) -> None:
         with self.database.write() as conn:
             queues.forget(conn, command.queues)
+            fanout.forget(conn, command.queues)
+
+    def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
+        with self.database.statement() as conn:
+            return limits.usage(conn, command.queue)
 
     # -- failures -------------------------------------------------------------------------
     def _failed_groups(self, now: float) -> dict[str, int]:

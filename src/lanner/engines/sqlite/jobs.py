@@ -119,12 +119,18 @@ def finish(
         "grace = 0, finished_at = :now "
         "WHERE jid IN (SELECT value FROM json_each(:jids)) "
         "AND state = 'running' AND worker = :worker AND queue = :queue "
-        "RETURNING jid, popped_at",
+        "RETURNING jid, popped_at, size",
         {"jids": json_list(jids), "worker": worker, "queue": queue, "now": now},
     ).fetchall()
-    done = [jid for jid, _ in finished]
-    stats.record_timings(conn, "run", queue, now, [now - popped for _, popped in finished])
+    done = [jid for jid, _, _ in finished]
+    stats.record_timings(conn, "run", queue, now, [now - popped for _, popped, _ in finished])
     if done:
+        # The one place jobs complete: counted here, one row update for them all, where
+        # the usage triggers (schema.py) would update it once per job.
+        conn.execute(
+            "UPDATE queue_usage SET items = items - ?, bytes = bytes - ? WHERE queue = ?",
+            (len(done), sum(size for _, _, size in finished), queue),
+        )
         _release_dependents(conn, done, now)
         _apply_retention(conn, config, now)
     return done
@@ -293,14 +299,43 @@ def cancel(conn: sqlite3.Connection, jids: list[str]) -> set[str]:
     stats.uncount_failed(
         conn, [(queue, at) for _, state, queue, at in deleted if state == JobState.FAILED]
     )
-    gone = json_list(sorted(cancelled))
+    _delete_links(conn, json_list(sorted(cancelled)))
+    return cancelled
+
+
+def drop(conn: sqlite3.Connection, jids: list[str], now: float) -> None:
+    """Delete jobs that will never run (LIMITS: expired, or discarded to make room)."""
+    if jids:
+        conn.execute(
+            "DELETE FROM jobs WHERE jid IN (SELECT value FROM json_each(?))", (json_list(jids),)
+        )
+        forget_links(conn, jids, now)
+
+
+def forget_links(conn: sqlite3.Connection, gone: list[str], now: float) -> None:
+    """Drop the tags and dependencies of deleted jobs; release the jobs that waited for
+    them, as a put ignores a dependency on a job that does not exist."""
+    gone_json = json_list(gone)
+    dependents = [
+        row[0]
+        for row in conn.execute(
+            "SELECT jid FROM dependencies WHERE on_jid IN (SELECT value FROM json_each(?))",
+            (gone_json,),
+        )
+    ]
+    _delete_links(conn, gone_json)
+    if dependents:
+        release_ready(conn, sorted(set(dependents) - set(gone)), now)
+
+
+def _delete_links(conn: sqlite3.Connection, gone: str) -> None:
+    """Delete the dependencies and tags of the jobs in `gone` (a JSON list of jids)."""
     conn.execute(
         "DELETE FROM dependencies WHERE jid IN (SELECT value FROM json_each(:j)) "
         "OR on_jid IN (SELECT value FROM json_each(:j))",
         {"j": gone},
     )
     conn.execute("DELETE FROM tags WHERE jid IN (SELECT value FROM json_each(?))", (gone,))
-    return cancelled
 
 
 def timeout(conn: sqlite3.Connection, command: checks.Jids) -> None:

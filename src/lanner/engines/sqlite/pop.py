@@ -1,10 +1,11 @@
 """Taking work from a queue of the SQLite engine: pop's transaction, and what peek shows.
 
-A pop, in order: nothing from a paused queue; at most `<queue>-max-concurrency` running;
-expired locks first (qless's grace period, then a retry spent), then jobs `timeout`
-stalled, then due recurring runs and scheduled jobs join the waiting ones, which are taken
-by priority, readiness and insertion order. `has_work` and `next_due` let a blocked pop
-wait without writing.
+A pop, in order: a fanout child registers with its parent; nothing from a paused queue; at
+most `<queue>-max-concurrency` running; expired locks first (qless's grace period, then a
+retry spent), then jobs `timeout` stalled, then due recurring runs and scheduled jobs join
+the waiting ones, the expired among those are dropped (LIMITS), and the rest are taken by
+priority, readiness and insertion order. `has_work` and `next_due` let a blocked pop wait
+without writing.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ import sqlite3
 from collections.abc import Mapping
 
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import jobs, recurring, rows, stats
+from lanner.engines.sqlite import fanout, jobs, limits, recurring, rows, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.job import Job
 
 
 def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: float) -> list[Job]:
     """Lock up to `count` jobs of `queue` for `worker` (one pop's transaction)."""
+    if "+" in queue:
+        fanout.register(conn, queue)
     row = conn.execute("SELECT paused FROM queues WHERE name = ?", (queue,)).fetchone()
     if row is not None and row[0]:
         return []
@@ -58,10 +61,13 @@ def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: flo
             "WHERE queue = ? AND state = 'scheduled' AND ready_at <= ?",
             (queue, now),
         )
+        limits.drop_expired(conn, queue, now)
+        # Expired jobs left by drop_expired's bound are skipped, never handed out.
         locked = conn.execute(
             "UPDATE jobs SET state = 'running', worker = :worker, expires = :expires, "
             f"grace = 0, popped_at = :now, history = {APPEND_HISTORY} "
             "WHERE jid IN (SELECT jid FROM jobs WHERE queue = :queue AND state = 'waiting' "
+            "              AND (expires_at IS NULL OR expires_at > :now) "
             "              ORDER BY priority DESC, ready_at, seq LIMIT :n) "
             f"RETURNING {JOB_COLUMNS}, ready_at, seq",
             {**lock, "queue": queue, "n": limit - len(taken)},
@@ -171,15 +177,17 @@ def next_due(conn: sqlite3.Connection, queue: str) -> float:
 
 
 def peek(conn: sqlite3.Connection, queue: str, count: int, now: float) -> list[Job]:
-    """The jobs a pop would take next, in its order, without changing anything."""
+    """The jobs a pop would take next, in its order, without changing anything (expired
+    waiting jobs are skipped, left for a pop to drop)."""
     found = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM ("
         "  SELECT *, 0 AS rank FROM jobs WHERE queue = :q AND state = 'running' "
         "    AND expires <= :now "
         "  UNION ALL SELECT *, 1 FROM jobs WHERE queue = :q AND state = 'stalled' "
         "  UNION ALL SELECT *, 2 FROM jobs WHERE queue = :q AND state = 'waiting' "
+        "    AND (expires_at IS NULL OR expires_at > :now) "
         "  UNION ALL SELECT *, 2 FROM jobs WHERE queue = :q AND state = 'scheduled' "
-        "    AND ready_at <= :now"
+        "    AND ready_at <= :now AND (expires_at IS NULL OR expires_at > :now)"
         ") ORDER BY rank, CASE rank WHEN 0 THEN expires ELSE 0 END, "
         "  CASE rank WHEN 2 THEN -priority ELSE 0 END, ready_at, seq LIMIT :n",
         {"q": queue, "now": now, "n": count},

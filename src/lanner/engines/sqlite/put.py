@@ -1,14 +1,16 @@
 """Putting jobs into the SQLite engine: new jobs, and existing ones moved (qless's put).
 
 One function, `store`, is the body of put, requeue, put_many, complete's advance to
-another queue, unfail and the runs recurring templates spawn.
+another queue, unfail and the runs recurring templates spawn. What a put may add to a
+bounded queue is decided before (`limits.admit`), and its fanout copies made (`fanout`),
+by the engine's put alone; every store caps the jobs' expiry by their queue's max-age.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, Final
 
 from lanner.engines.sqlite import config as settings
@@ -79,6 +81,8 @@ def store(
         )
     first_seq = take_seq(conn, len(jobs))
     cap = settings.history_cap(config)
+    ages = {queue: max_age(config, queue) for queue in {job.queue for job in jobs}}
+    sizes = [utf8_size(job.data) for job in jobs]
     rows = [
         _job_row(
             job,
@@ -87,20 +91,27 @@ def store(
             open_deps,
             now if put_at is None else put_at[offset],
             cap,
+            ages[job.queue],
         )
-        | {"seq": first_seq + offset, "spawned_from": spawned_from}
+        | {"seq": first_seq + offset, "spawned_from": spawned_from, "size": sizes[offset]}
         for offset, job in enumerate(jobs)
     ]
+    # Counted first: the triggers of a job's later move within this put then find its
+    # queue's row.
+    _count_puts(conn, jobs, sizes, existing.keys())
     conn.executemany(
         "INSERT INTO jobs (jid, klass, queue, data, priority, tags, state, seq, ready_at, "
-        "retries, remaining, worker, expires, grace, tracked, spawned_from_jid, history) "
+        "retries, remaining, worker, expires, grace, tracked, spawned_from_jid, history, "
+        "expires_at, size) "
         "VALUES (:jid, :klass, :queue, :data, :priority, :tags, :state, :seq, :ready_at, "
-        ":retries, :retries, '', 0, 0, 0, :spawned_from, '[' || :event || ']') "
+        ":retries, :retries, '', 0, 0, 0, :spawned_from, '[' || :event || ']', "
+        ":expires_at, :size) "
         "ON CONFLICT(jid) DO UPDATE SET klass = excluded.klass, queue = excluded.queue, "
         "data = excluded.data, priority = excluded.priority, tags = excluded.tags, "
         "state = excluded.state, seq = excluded.seq, ready_at = excluded.ready_at, "
         "retries = excluded.retries, remaining = excluded.retries, worker = '', "
         "expires = 0, grace = 0, failure = NULL, failure_group = NULL, result = NULL, "
+        "expires_at = excluded.expires_at, size = excluded.size, "
         f"finished_at = NULL, history = {APPEND_HISTORY}",
         rows,
     )
@@ -126,10 +137,12 @@ def _job_row(
     open_deps: set[str],
     at: float,
     cap: int,
+    age: float,
 ) -> dict[str, Any]:
     """The parameters of one job's upsert, plus the dependency and tag rows it needs.
 
-    `old` is the (priority, tags, retries) of the job being moved, None for a new job.
+    `old` is the (priority, tags, retries) of the job being moved, None for a new job;
+    `age` its queue's max-age (0: none).
     """
     priority = job.priority if job.priority is not None else (old[0] if old else 0)
     retries = job.retries if job.retries is not None else (old[2] if old else DEFAULT_RETRIES)
@@ -156,12 +169,56 @@ def _job_row(
         "state": state.value,
         "ready_at": at + job.delay,
         "retries": retries,
+        "expires_at": expiry(job.expires_at, age, at) if age else job.expires_at,
         "event": put_event(job.queue, at),
         "cap": cap,
         # Not SQL parameters: what the caller stores beside the job row.
         "new_dependencies": new_dependencies,
         "new_tags": tags if job.tags is not None or old is None else [],
     }
+
+
+def max_age(config: settings.Config, queue: str) -> float:
+    """LIMITS: `<queue>-max-age` in seconds (0: none)."""
+    # A number: config_set checked it (checks.limit_value).
+    return float(config.get(f"{queue}-max-age") or 0)
+
+
+def utf8_size(data: str) -> int:
+    """The bytes of `data` in UTF-8, as `jobs.size` and the max-*-size bounds count them."""
+    return len(data) if data.isascii() else len(data.encode("utf-8", "surrogatepass"))
+
+
+def expiry(expires_at: float | None, age: float, put_at: float) -> float:
+    """A job's `expires_at` as stored: the one given, capped by its queue's max-age > 0."""
+    return put_at + age if expires_at is None else min(expires_at, put_at + age)
+
+
+def _count_puts(
+    conn: sqlite3.Connection, jobs: Sequence[NewJob], sizes: Sequence[int], existing: Set[str]
+) -> None:
+    """Count the stored jobs into their queues' usage: every put into `total_items`, the
+    new jobs into `items` and `bytes` (a moved job is counted by the triggers on `jobs`).
+
+    One row update per queue and put: a trigger on INSERT would cost one per job.
+    """
+    added: dict[str, list[int]] = {}  # queue -> [items, bytes, total_items]
+    inserted = set(existing)
+    for job, size in zip(jobs, sizes, strict=True):
+        counts = added.get(job.queue)
+        if counts is None:
+            counts = added[job.queue] = [0, 0, 0]
+        if job.jid not in inserted:  # a jid twice in one put_many: its second is a move
+            inserted.add(job.jid)
+            counts[0] += 1
+            counts[1] += size
+        counts[2] += 1
+    conn.executemany(
+        "INSERT INTO queue_usage (queue, items, bytes, total_items) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT(queue) DO UPDATE SET items = items + excluded.items, "
+        "bytes = bytes + excluded.bytes, total_items = total_items + excluded.total_items",
+        [(queue, *counts) for queue, counts in added.items()],
+    )
 
 
 _LIVE: Final = frozenset({"waiting", "scheduled", "depends", "running", "stalled"})

@@ -13,6 +13,9 @@ One database file holds everything; every process on the machine may open it.
     daily           per (day, queue): failures, failed and retries counters
     config          config_set values, JSON-encoded; defaults live in lanner.engine
     counters        `seq` (insertion order of jobs) and `complete` (completed jobs kept)
+    queue_usage     LIMITS, per queue: the jobs it holds (items, bytes of their `size`),
+                    kept by triggers on `jobs`; the jobs put into it, expired, discarded
+    fanout          FANOUT: (parent, child) for every `parent+child` popped or peeked
 
 A job's state picks the partial index it sits in, so each lookup of pop, retry or the
 listings reads only the jobs in that state:
@@ -25,9 +28,12 @@ listings reads only the jobs in that state:
     jobs_failed     failed jobs: (failure_group, finished_at)
     jobs_complete   complete jobs: (finished_at) for retention
     jobs_worker     running jobs by worker, for the worker registry
+    jobs_expiring   waiting jobs with an `expires_at`: (queue, expires_at) finds the expired
 
 The schema version is PRAGMA user_version; a newer one is refused, never downgraded; an
-older one is migrated on opening (`MIGRATIONS`: version 2 added `jobs.result`).
+older one is migrated on opening (`MIGRATIONS`: version 2 added `jobs.result`; version 3
+added `jobs.expires_at`, `jobs.size`, `jobs_expiring`, `queue_usage` with its triggers,
+and `fanout`).
 """
 
 from __future__ import annotations
@@ -39,10 +45,57 @@ from typing import Final
 
 from lanner.errors import SchemaError
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 MIN_SQLITE: Final = (3, 35, 0)  # RETURNING, and json_insert's '$[#]'
 
-SCHEMA: Final = """
+# What version 3 added beside the jobs' columns: created by SCHEMA and by the migration.
+LIMITS_SCHEMA: Final = """
+CREATE INDEX jobs_expiring ON jobs(queue, expires_at)
+WHERE state = 'waiting' AND expires_at IS NOT NULL;
+
+CREATE TABLE queue_usage (
+    queue       TEXT PRIMARY KEY,
+    items       INTEGER NOT NULL DEFAULT 0,     -- jobs held: neither complete nor failed
+    bytes       INTEGER NOT NULL DEFAULT 0,     -- the sum of their size
+    total_items INTEGER NOT NULL DEFAULT 0,     -- jobs put into the queue
+    expired     INTEGER NOT NULL DEFAULT 0,     -- dropped by pops, their expires_at past
+    discarded   INTEGER NOT NULL DEFAULT 0      -- dropped to make room; fanout copies refused
+) WITHOUT ROWID;
+
+CREATE TABLE fanout (
+    parent TEXT NOT NULL,
+    child  TEXT NOT NULL,                       -- queue `<parent>+<child>` gets copies
+    PRIMARY KEY (parent, child)
+) WITHOUT ROWID;
+
+-- A put checks a queue's bounds against its usage, so usage is kept on every change of a
+-- job's state, queue or size, whatever the command: it cannot drift from the jobs. The
+-- WHEN clauses leave the common changes (waiting to running and back) without a write.
+-- The two hot changes are counted by the one place that makes each, one row update per
+-- command where a trigger would cost one per job: new jobs by put.store (an INSERT, which
+-- no trigger counts; put.store also counts total_items), completions by jobs.finish.
+-- One trigger, not one per direction: each costs a sub-program call per row updated,
+-- even when its WHEN is false, and pops update the state of every job they take.
+CREATE TRIGGER usage_moved AFTER UPDATE OF state, queue, size ON jobs
+WHEN new.state != 'complete'
+AND ((old.state IN ('complete', 'failed')) != (new.state IN ('complete', 'failed'))
+    OR new.queue != old.queue OR new.size != old.size)
+BEGIN
+    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size
+    WHERE queue = old.queue AND old.state NOT IN ('complete', 'failed');
+    INSERT INTO queue_usage (queue, items, bytes)
+    SELECT new.queue, 1, new.size WHERE new.state NOT IN ('complete', 'failed')
+    ON CONFLICT(queue) DO UPDATE SET items = items + 1, bytes = bytes + excluded.bytes;
+END;
+CREATE TRIGGER usage_deleted AFTER DELETE ON jobs
+WHEN old.state NOT IN ('complete', 'failed')
+BEGIN
+    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size WHERE queue = old.queue;
+END;
+"""
+
+SCHEMA: Final = (
+    """
 CREATE TABLE jobs (
     jid              TEXT PRIMARY KEY,
     klass            TEXT NOT NULL,
@@ -66,7 +119,10 @@ CREATE TABLE jobs (
     tracked          INTEGER NOT NULL,
     spawned_from_jid TEXT,
     history          TEXT NOT NULL,             -- JSON array of {what, when, ...}
-    result           TEXT                       -- JSON text its task returned (version 2)
+    result           TEXT,                      -- JSON text its task returned (version 2)
+    expires_at       REAL,                      -- dropped, not popped, from then on; NULL:
+                                                -- never (version 3)
+    size             INTEGER NOT NULL DEFAULT 0 -- UTF-8 bytes of data at its put (version 3)
 );
 CREATE INDEX jobs_work ON jobs(queue, priority DESC, ready_at, seq) WHERE state = 'waiting';
 CREATE INDEX jobs_scheduled ON jobs(queue, ready_at) WHERE state = 'scheduled';
@@ -169,9 +225,26 @@ CREATE TRIGGER complete_deleted AFTER DELETE ON jobs
 WHEN old.state = 'complete'
 BEGIN UPDATE counters SET value = value - 1 WHERE name = 'complete'; END;
 """
+    + LIMITS_SCHEMA
+)
 
-MIGRATIONS: Final = ("ALTER TABLE jobs ADD COLUMN result TEXT",)
-"""MIGRATIONS[n] takes a file of schema version n + 1 to n + 2 (version 1 to 2 first)."""
+MIGRATIONS: Final = (
+    "ALTER TABLE jobs ADD COLUMN result TEXT;",
+    """
+ALTER TABLE jobs ADD COLUMN expires_at REAL;
+ALTER TABLE jobs ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET size = length(CAST(data AS BLOB));
+"""
+    + LIMITS_SCHEMA
+    # A file keeps no count of past puts: total_items starts at the jobs it holds.
+    + """
+INSERT INTO queue_usage (queue, items, bytes, total_items)
+SELECT queue, sum(state NOT IN ('complete', 'failed')),
+       sum(CASE WHEN state NOT IN ('complete', 'failed') THEN size ELSE 0 END), count(*)
+FROM jobs WHERE queue != '' GROUP BY queue;
+""",
+)
+"""MIGRATIONS[n], SQL statements, takes a file of schema version n + 1 to n + 2."""
 
 SYNCHRONOUS_MODES: Final = ("off", "normal", "full", "extra")
 
@@ -223,8 +296,9 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
             for statement in _statements(SCHEMA):
                 conn.execute(statement)
         elif version < SCHEMA_VERSION:
-            for statement in MIGRATIONS[version - 1 :]:
-                conn.execute(statement)
+            for script in MIGRATIONS[version - 1 :]:
+                for statement in _statements(script):
+                    conn.execute(statement)
         if version != SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
