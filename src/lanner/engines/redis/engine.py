@@ -50,6 +50,7 @@ from lanner.records import (
     JobPage,
     QueueCounts,
     QueueStats,
+    QueueUsage,
     RecurringJob,
     WorkerCounts,
     WorkerJobs,
@@ -62,7 +63,7 @@ class RedisEngine(Engine):
     """The Redis engine. Safe to share between threads (and usable after fork)."""
 
     name = "redis"
-    capabilities = frozenset(Capability) - {Capability.LIMITS, Capability.FANOUT}
+    capabilities = frozenset(Capability)
 
     def __init__(
         self, url: str = "redis://127.0.0.1:6379/0", *, options: RedisOptions | None = None
@@ -220,6 +221,10 @@ class RedisEngine(Engine):
     def _queue_counts(self, command: checks.QueueAt) -> QueueCounts:
         reply = self._call("queues", command.now, command.queue, name="queue_counts")
         return replies.counts(json.loads(reply))
+
+    def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
+        reply = self._call("lanner.usage", command.now, command.queue, name="queue_usage")
+        return replies.usage(command.queue, reply)
 
     def _jobs(self, command: checks.Listing) -> list[str]:
         where: list[Arg] = (

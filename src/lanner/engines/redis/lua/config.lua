@@ -19,10 +19,10 @@ Config.defaults = {
 -- less than a few HGETs. A setting only changes through config.set /
 -- config.unset, which update this copy too.
 local stored
--- Config.heartbeat's results in this call, by queue.
-local heartbeats
+-- Config.heartbeat's and Config.limits' results in this call, by queue.
+local heartbeats, limits
 per_call(function()
-  stored, heartbeats = nil, {}
+  stored, heartbeats, limits = nil, {}, {}
 end)
 
 local function read_stored()
@@ -70,14 +70,14 @@ end
 function Config.set(key, value)
   redis.call('hset', Keys.config, key, value)
   stored = nil
-  heartbeats = {}
+  heartbeats, limits = {}, {}
   Events.log({ 'option', key, 'event', 'config_set', 'value', value })
 end
 
 function Config.unset(key)
   redis.call('hdel', Keys.config, key)
   stored = nil
-  heartbeats = {}
+  heartbeats, limits = {}, {}
   Events.log({ 'event', 'config_unset', 'option', key })
 end
 
@@ -94,4 +94,33 @@ function Config.heartbeat(queue)
     heartbeats[queue] = seconds
   end
   return seconds
+end
+
+-- LIMITS: a queue's bounds, from <queue>-max-items, -max-size (bytes of
+-- data), -max-item-size, -max-age (seconds) and -discard-old-when-full, as
+-- { items, size, item_size, age, discard }, each nil when unset or 0; false
+-- when the queue has none. Remembered per queue for the call, as puts ask
+-- for every job (forgotten by config.set and config.unset).
+local LIMIT_SETTINGS = {
+  { 'items', '-max-items' },
+  { 'size', '-max-size' },
+  { 'item_size', '-max-item-size' },
+  { 'age', '-max-age' },
+  { 'discard', '-discard-old-when-full' },
+}
+
+function Config.limits(queue)
+  local found = limits[queue]
+  if found == nil then
+    found = false
+    for _, setting in ipairs(LIMIT_SETTINGS) do
+      local value = Config.number(queue .. setting[2], 0)
+      if value > 0 then
+        found = found or {}
+        found[setting[1]] = value
+      end
+    end
+    limits[queue] = found
+  end
+  return found
 end

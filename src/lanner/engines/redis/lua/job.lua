@@ -9,11 +9,11 @@
 local JOB_FIELDS = {
   'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
-  'scheduled',
+  'scheduled', 'lanner_expires_at', 'lanner_size',
 }
 local NUMERIC_FIELDS = {
   priority = true, expires = true, retries = true, remaining = true, time = true,
-  scheduled = true,
+  scheduled = true, lanner_expires_at = true, lanner_size = true,
 }
 
 -- What this call knows of ql:completed, so that completing many jobs does
@@ -195,13 +195,17 @@ function Job.forget_failure(now, job, listed)
 end
 
 -- Take the job out of every set its current state put it in: queue sets,
--- its worker's jobs, its failure group, or the completed set.
+-- its worker's jobs, its failure group, or the completed set. (A job loaded
+-- whole: a live one gives its queue back the bytes it counts.)
 function Job.unplace(now, job)
   local jid = job.jid
   if job.queue ~= '' then
     Queue.forget_tail(job.queue)
     for _, kind in ipairs({ 'work', 'scheduled', 'locks', 'depends' }) do
       redis.call('zrem', Keys.queue(job.queue, kind), jid)
+    end
+    if LIVE[job.state] then
+      Limits.left(job.queue, job.lanner_size)
     end
   end
   Worker.release(job.worker, jid)
@@ -222,11 +226,13 @@ function Job.delete(jid)
   Lanner.finished(jid)
 end
 
--- Move a running job into state failed. `failure_worker` is what the failure
--- record names; `history_worker` (or nil) what the history entry names.
+-- Move a running job (loaded whole) into state failed. `failure_worker` is
+-- what the failure record names; `history_worker` (or nil) what the history
+-- entry names.
 function Job.mark_failed(now, job, group, message, failure_worker, history_worker)
   local jid = job.jid
   redis.call('zrem', Keys.queue(job.queue, 'locks'), jid)
+  Limits.left(job.queue, job.lanner_size)
   Worker.release(job.worker, jid)
   Lanner.lock_released(job.queue)
   Job.record(now, jid, 'failed', { group = group, worker = history_worker })
@@ -364,7 +370,8 @@ end
 
 -- options: next (queue), delay, depends (list), and lanner's result (JSON
 -- text the completed job keeps). Returns the new state.
--- `loaded` is the job as just loaded, when the caller has it. `released`
+-- `loaded` is the job as just loaded (with its lanner_size, and its data if
+-- it may advance), when the caller has it. `released`
 -- (lanner.complete_many) collects the jid instead of taking it out of the
 -- queue's -locks and the worker's jobs; the caller does that for all at once.
 function Job.complete(now, jid, worker, queue, data, options, loaded, released)
@@ -380,6 +387,7 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
     Worker.release(worker, jid)
   end
   Lanner.lock_released(queue)
+  Limits.left(queue, job.lanner_size)
   if job.time ~= nil then
     Stats.record('run', queue, now, now - job.time)
   end
@@ -396,8 +404,12 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
     fields[#fields + 1], fields[#fields + 2] = 'data', data
   end
   if next_queue ~= nil then
+    -- The next queue counts the job's data as it now is.
+    local size = #(data or job.data)
+    Limits.entered(next_queue, size)
     fields[#fields + 1], fields[#fields + 2] = 'queue', next_queue
     fields[#fields + 1], fields[#fields + 2] = 'remaining', job.retries
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_size', size
   else
     fields[#fields + 1], fields[#fields + 2] = 'state', 'complete'
     fields[#fields + 1], fields[#fields + 2] = 'queue', ''

@@ -3,7 +3,8 @@
 -------------------------------------------------------------------------------
 -- Assembled by lanner.engines.redis.script.build_script() from, in order:
 -- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
--- worker.lua, job.lua, queue.lua, recurring.lua, lanner.lua, api.lua.
+-- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, lanner.lua,
+-- api.lua.
 --
 -- CALLING CONVENTION
 --   EVALSHA <sha> 0 <command> <now> <arg>...
