@@ -688,21 +688,17 @@ function Queue.pop(now, queue, worker, count)
   -- in this call, so the reply is built without reading them back.
   local locked = {}
   local batch = { work = {}, locks = {} }
-  local expired, capped = {}, false
+  local dropped, capped = 0, false
   if #taken < limit then
-    -- -work is read by rank and left as it is until the end (lock defers its
-    -- ZREM to flush_locks), so that ranks stay put while expired jobs are
-    -- passed over: then more is read, until `count` is filled.
+    -- Reads -work from its front, in rounds: each locks what it can, then
+    -- drops what had expired (which may release jobs that depended on it),
+    -- and the next reads the front again, until `count` is filled.
     local work = Keys.queue(queue, 'work')
-    local dangling = {}
-    local offset, chunk = 0, limit - #taken
     while #taken < limit do
-      local jids = redis.call('zrevrange', work, offset, offset + chunk - 1)
-      for index = 1, #jids do
-        if #taken >= limit then
-          break
-        end
-        local jid = jids[index]
+      local want = limit - #taken
+      local jids = redis.call('zrevrange', work, 0, want - 1)
+      local expired, dangling = {}, {}
+      for _, jid in ipairs(jids) do
         local job = Job.load(jid)
         if job == nil then
           dangling[#dangling + 1] = jid
@@ -714,18 +710,18 @@ function Queue.pop(now, queue, worker, count)
           locked[jid] = job
         end
       end
-      capped = #expired >= EXPIRE_BATCH
-      if #jids < chunk or capped then
+      flush_locks(queue, worker, batch)
+      batch.work, batch.locks = {}, {}
+      call_spread('zrem', work, dangling, 1000)
+      for _, job in ipairs(expired) do
+        Limits.drop(now, job, 'expired')
+      end
+      dropped = dropped + #expired
+      capped = dropped >= EXPIRE_BATCH
+      if capped or (#jids < want and #expired == 0) then
         break
       end
-      offset = offset + chunk
-      chunk = math.max(limit - #taken, 16)
     end
-    flush_locks(queue, worker, batch)
-    call_spread('zrem', work, dangling, 1000)
-  end
-  for _, job in ipairs(expired) do
-    Limits.drop(now, job, 'expired')
   end
   Lanner.after_pop(queue, free ~= nil and #taken >= free, left_over)
   if capped then
