@@ -11,67 +11,96 @@
 -- the count cannot drift with the data a heartbeat or a failure rewrites.
 -- Only live jobs (LIVE) count: leaving means leaving a live state.
 
--- Counter changes of this call (queue -> {bytes, total, expired, discarded}),
--- made by one HINCRBY per counter and queue when the command ends
--- (Limits.flush): a batch of puts into one queue costs two commands, not two
--- per job. Read through Limits.bytes, which adds them.
-local usage_pending, usage_queues
+-- The counters of ql:lanner:usage:<queue>: bytes, total (jobs that entered),
+-- expired, discarded, and children: how many children the queue has in its
+-- set of children (kept with the set), so that a put into a queue without
+-- any need not read the set.
+local USAGE_FIELDS = { 'bytes', 'total', 'expired', 'discarded', 'children' }
+
+-- What this call changes of each queue's counters (queue -> { delta, stored
+-- }), written when the command ends (Limits.flush). `stored` is the hash as
+-- read, for queues that a put reads it of (for their children and bounds):
+-- their counters are then written back in one HSET; the others' changes go
+-- by HINCRBY, without a read. A batch of puts into one queue thus costs two
+-- commands, not two per job.
+local usage, usage_queues
 -- Children of each fanout parent read in this call (parent -> sorted list).
 local children_memo
 per_call(function()
-  usage_pending, usage_queues, children_memo = {}, {}, {}
+  usage, usage_queues, children_memo = {}, {}, {}
 end)
 
-local USAGE_COUNTERS = { 'bytes', 'total', 'expired', 'discarded' }
-
-local function pending(queue)
-  local counts = usage_pending[queue]
-  if counts == nil then
-    counts = { bytes = 0, total = 0, expired = 0, discarded = 0 }
-    usage_pending[queue] = counts
+local function changes(queue)
+  local found = usage[queue]
+  if found == nil then
+    found = { delta = { bytes = 0, total = 0, expired = 0, discarded = 0, children = 0 } }
+    usage[queue] = found
     usage_queues[#usage_queues + 1] = queue
   end
-  return counts
+  return found
+end
+
+-- A counter as this call leaves it (the hash is read once per call).
+local function counter(queue, field)
+  local found = changes(queue)
+  if found.stored == nil then
+    local values = redis.call('hmget', Keys.usage(queue), unpack(USAGE_FIELDS))
+    found.stored = {}
+    for index, name in ipairs(USAGE_FIELDS) do
+      found.stored[name] = tonumber(values[index]) or 0
+    end
+  end
+  return found.stored[field] + found.delta[field]
+end
+
+local function add(queue, field, amount)
+  local delta = changes(queue).delta
+  delta[field] = delta[field] + amount
 end
 
 -- A job of `size` bytes of data entered the queue.
 function Limits.entered(queue, size)
-  local counts = pending(queue)
-  counts.bytes = counts.bytes + size
-  counts.total = counts.total + 1
+  local delta = changes(queue).delta
+  delta.bytes = delta.bytes + size
+  delta.total = delta.total + 1
 end
 
 -- A live job left the queue; `size` is its lanner_size (nil for a job stored
 -- before lanner counted bytes, which counts none).
 function Limits.left(queue, size)
   if size ~= nil and size ~= 0 then
-    local counts = pending(queue)
-    counts.bytes = counts.bytes - size
+    add(queue, 'bytes', -size)
   end
 end
 
 -- One more job expired or discarded.
-function Limits.count(queue, counter)
-  local counts = pending(queue)
-  counts[counter] = counts[counter] + 1
+function Limits.count(queue, field)
+  add(queue, field, 1)
 end
 
 function Limits.flush()
   for _, queue in ipairs(usage_queues) do
-    local counts = usage_pending[queue]
-    for _, counter in ipairs(USAGE_COUNTERS) do
-      if counts[counter] ~= 0 then
-        redis.call('hincrby', Keys.usage(queue), counter, counts[counter])
+    local found = usage[queue]
+    local key, fields = Keys.usage(queue), {}
+    for _, field in ipairs(USAGE_FIELDS) do
+      local delta = found.delta[field]
+      if delta ~= 0 then
+        if found.stored ~= nil then
+          fields[#fields + 1], fields[#fields + 2] = field, found.stored[field] + delta
+        else
+          redis.call('hincrby', key, field, delta)
+        end
       end
     end
+    if #fields > 0 then
+      redis.call('hset', key, unpack(fields))
+    end
   end
-  usage_pending, usage_queues = {}, {}
+  usage, usage_queues = {}, {}
 end
 
 function Limits.bytes(queue)
-  local stored = tonumber(redis.call('hget', Keys.usage(queue), 'bytes')) or 0
-  local counts = usage_pending[queue]
-  return stored + (counts and counts.bytes or 0)
+  return counter(queue, 'bytes')
 end
 
 function Limits.items(queue)
@@ -141,9 +170,8 @@ end
 function Limits.children(queue)
   local children = children_memo[queue]
   if children == nil then
-    if string.find(queue, '+', 1, true) then
-      children = {}
-    else
+    children = {}
+    if not string.find(queue, '+', 1, true) and counter(queue, 'children') > 0 then
       children = redis.call('smembers', Keys.children(queue))
       table.sort(children)
     end
@@ -156,6 +184,7 @@ end
 function Limits.register(queue)
   local parent, child = split_child(queue)
   if parent ~= nil and redis.call('sadd', Keys.children(parent), child) == 1 then
+    add(parent, 'children', 1)
     children_memo[parent] = nil
   end
 end
@@ -163,6 +192,7 @@ end
 function Limits.unregister(queue)
   local parent, child = split_child(queue)
   if parent ~= nil and redis.call('srem', Keys.children(parent), child) == 1 then
+    add(parent, 'children', -1)
     children_memo[parent] = nil
   end
 end

@@ -376,8 +376,8 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
     if probe == nil then
       grace, scheduled, expiry = present(raw[2]), present(raw[3]), present(raw[4])
     else
-      old, raw = Job.load(jid)
-      grace, scheduled, expiry = present(raw[15]), present(raw[16]), present(raw[17])
+      old, raw = Job.load(jid, Job.EXPIRY_FIELDS)
+      grace, scheduled, expiry = present(raw[15]), present(raw[16]), present(raw[18])
     end
   end
   local priority, retries, tags = options.priority, options.retries, options.tags
@@ -415,10 +415,12 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   -- leaves it, which gives back exactly this (lanner_size).
   local size = #data
   Limits.entered(queue, size)
+  -- lanner_size right after jid: a new hash keeps its fields in this order,
+  -- and HMGET finds those at the front soonest.
   local fields = {
-    'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
+    'jid', jid, 'lanner_size', size, 'klass', klass, 'data', data, 'priority', priority,
     'tags', Json.array(tags), 'queue', queue, 'worker', '', 'expires', 0,
-    'retries', retries, 'remaining', retries, 'lanner_size', size,
+    'retries', retries, 'remaining', retries,
   }
   if spawned_from ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'spawned_from_jid', spawned_from
@@ -699,11 +701,11 @@ function Queue.pop(now, queue, worker, count)
       local jids = redis.call('zrevrange', work, 0, want - 1)
       local expired, dangling = {}, {}
       for _, jid in ipairs(jids) do
-        local job = Job.load(jid)
+        local job = Job.load(jid, Job.POP_FIELDS)
         if job == nil then
           dangling[#dangling + 1] = jid
         elseif past_expiry(job, now) then
-          expired[#expired + 1] = job
+          expired[#expired + 1] = jid
         else
           lock(now, queue, worker, job, true, batch)
           taken[#taken + 1] = jid
@@ -713,8 +715,8 @@ function Queue.pop(now, queue, worker, count)
       flush_locks(queue, worker, batch)
       batch.work, batch.locks = {}, {}
       call_spread('zrem', work, dangling, 1000)
-      for _, job in ipairs(expired) do
-        Limits.drop(now, job, 'expired')
+      for _, jid in ipairs(expired) do
+        Limits.drop(now, Job.load(jid), 'expired')
       end
       dropped = dropped + #expired
       capped = dropped >= EXPIRE_BATCH
