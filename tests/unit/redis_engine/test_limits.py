@@ -364,3 +364,19 @@ def test_other_clients_use_the_same_commands(engine: RedisEngine, redis_url: str
         with pytest.raises(redis.ResponseError, match=r"^Queue full: 'q' is at its max-items"):
             call("put", T0, "", "q", "j2", "Task", "{}", 0)
         assert call("lanner.usage", T0, "q") == [1, 2, 1, 0, 0]
+
+
+def test_a_put_refused_for_its_running_job_drops_nothing(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.config_set("q-max-items", 2)
+    engine.config_set("q-discard-old-when-full", 1)
+    engine.put("q", "old", "Task", now=T0)
+    engine.put("r", "busy", "Task", now=T0)
+    engine.pop("r", "w", now=T0)
+    engine.put("q", "other", "Task", now=T0)
+    with raw(redis_url) as client:
+        before = snapshot(client)
+        with pytest.raises(InvalidState, match="is running"):
+            engine.put("q", "busy", "Task", if_exists="move-unless-running", now=T0)
+        assert snapshot(client) == before

@@ -451,12 +451,6 @@ Api['lanner.put_many'] = function(now, args)
   for index, spec in ipairs(specs) do
     parsed[index] = parse_spec(worker, spec)
   end
-  -- All or none: a job that may not be moved stops the batch before any write.
-  for _, p in ipairs(parsed) do
-    if p.options.if_exists == 'move-unless-running' then
-      Queue.kept_or_refused(p.jid, p.options.if_exists)
-    end
-  end
   return Limits.put(now, parsed, true)
 end
 

@@ -489,6 +489,13 @@ end
 
 -- put, requeue (one put) and lanner.put_many (`batch`): the jids put.
 function Limits.put(now, puts, batch)
+  -- All or none: a job that may not be moved stops the call before any write
+  -- (a drop to make room for it included).
+  for _, p in ipairs(puts) do
+    if p.options.if_exists == 'move-unless-running' then
+      Queue.kept_or_refused(p.jid, p.options.if_exists)
+    end
+  end
   local entries = with_copies(puts)
   for _, entry in ipairs(entries) do
     if checked(entry.queue) then
