@@ -94,14 +94,14 @@ end
 
 -- Bounds (LIMITS) and copies into fanout children (FANOUT) are Limits.put's.
 Api.put = function(now, args)
-  return Limits.put(now, { parse_put(args) }, false)[1]
+  return Limits.put_one(now, parse_put(args))
 end
 
 -- Like put, for a job that must already exist.
 Api.requeue = function(now, args)
   local p = parse_put(args)
   Job.require(p.jid)
-  return Limits.put(now, { p }, false)[1]
+  return Limits.put_one(now, p)
 end
 
 Api.pop = function(now, args)

@@ -111,11 +111,14 @@ local LIMIT_SETTINGS = {
   { 'discard', '-discard-old-when-full' },
 }
 
+-- (Shared, never written: a call makes no table where no queue has bounds.)
+local NO_LIMITS = {}
+
 local function index_limits()
   if stored == nil then
     read_stored()
   end
-  limits = {}
+  limits = NO_LIMITS
   for key, value in pairs(stored) do
     if string.find(key, '-max-', 1, true) or string.find(key, '-discard-', 1, true) then
       for _, setting in ipairs(LIMIT_SETTINGS) do
@@ -124,6 +127,9 @@ local function index_limits()
           local number = Num.finite(value)
           if number ~= nil and number > 0 then
             local queue = string.sub(key, 1, #key - #suffix)
+            if limits == NO_LIMITS then
+              limits = {}
+            end
             limits[queue] = limits[queue] or {}
             limits[queue][setting[1]] = number
           end

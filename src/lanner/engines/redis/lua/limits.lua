@@ -16,24 +16,34 @@
 -- set of children (kept with the set), so that a put into a queue without
 -- any need not read the set.
 local USAGE_FIELDS = { 'bytes', 'total', 'expired', 'discarded', 'children' }
+local BYTES, TOTAL, CHILDREN = 1, 2, 5
+local COUNTER = { expired = 3, discarded = 4 }
 
--- What this call changes of each queue's counters (queue -> { delta, stored
--- }), written when the command ends (Limits.flush). `stored` is the hash as
--- read, for queues that a put reads it of (for their children and bounds):
--- their counters are then written back in one HSET; the others' changes go
--- by HINCRBY, without a read. A batch of puts into one queue thus costs two
--- commands, not two per job.
+-- What this call changes of each queue's counters, written when the command
+-- ends (Limits.flush): queue -> { the changes of the five counters, then
+-- their stored values once read }. A put reads the hash of its queue (for
+-- its children and bounds), whose counters are then written back in one
+-- HSET; the others' changes go by HINCRBY, without a read. A batch of puts
+-- into one queue thus costs two commands, not two per job. (Every table a
+-- call makes costs again in Lua's garbage collector, whose work grows with
+-- the whole library: a put makes as few as it can, and nothing is made for
+-- a call that changes no counter.)
 local usage, usage_queues
 -- Children of each fanout parent read in this call (parent -> sorted list).
 local children_memo
 per_call(function()
-  usage, usage_queues, children_memo = {}, {}, {}
+  usage, usage_queues, children_memo = nil, nil, nil
 end)
 
+local NO_CHILDREN = {}
+
 local function changes(queue)
+  if usage == nil then
+    usage, usage_queues = {}, {}
+  end
   local found = usage[queue]
   if found == nil then
-    found = { delta = { bytes = 0, total = 0, expired = 0, discarded = 0, children = 0 } }
+    found = { 0, 0, 0, 0, 0 }
     usage[queue] = found
     usage_queues[#usage_queues + 1] = queue
   end
@@ -41,66 +51,72 @@ local function changes(queue)
 end
 
 -- A counter as this call leaves it (the hash is read once per call).
-local function counter(queue, field)
+local function counter(queue, index)
   local found = changes(queue)
-  if found.stored == nil then
-    local values = redis.call('hmget', Keys.usage(queue), unpack(USAGE_FIELDS))
-    found.stored = {}
-    for index, name in ipairs(USAGE_FIELDS) do
-      found.stored[name] = tonumber(values[index]) or 0
+  if found[6] == nil then
+    local values = redis.call('hmget', Keys.usage(queue), 'bytes', 'total', 'expired',
+      'discarded', 'children')
+    for field = 1, 5 do
+      found[field + 5] = tonumber(values[field]) or 0
     end
   end
-  return found.stored[field] + found.delta[field]
-end
-
-local function add(queue, field, amount)
-  local delta = changes(queue).delta
-  delta[field] = delta[field] + amount
+  return found[index + 5] + found[index]
 end
 
 -- A job of `size` bytes of data entered the queue.
 function Limits.entered(queue, size)
-  local delta = changes(queue).delta
-  delta.bytes = delta.bytes + size
-  delta.total = delta.total + 1
+  local found = changes(queue)
+  found[BYTES] = found[BYTES] + size
+  found[TOTAL] = found[TOTAL] + 1
 end
 
 -- A live job left the queue; `size` is its lanner_size (nil for a job stored
 -- before lanner counted bytes, which counts none).
 function Limits.left(queue, size)
   if size ~= nil and size ~= 0 then
-    add(queue, 'bytes', -size)
+    local found = changes(queue)
+    found[BYTES] = found[BYTES] - size
   end
 end
 
--- One more job expired or discarded.
-function Limits.count(queue, field)
-  add(queue, field, 1)
+-- One more job 'expired' or 'discarded'.
+function Limits.count(queue, name)
+  local found = changes(queue)
+  local index = COUNTER[name]
+  found[index] = found[index] + 1
 end
 
 function Limits.flush()
+  if usage_queues == nil then
+    return
+  end
   for _, queue in ipairs(usage_queues) do
     local found = usage[queue]
-    local key, fields = Keys.usage(queue), {}
-    for _, field in ipairs(USAGE_FIELDS) do
-      local delta = found.delta[field]
-      if delta ~= 0 then
-        if found.stored ~= nil then
-          fields[#fields + 1], fields[#fields + 2] = field, found.stored[field] + delta
-        else
-          redis.call('hincrby', key, field, delta)
+    local key = Keys.usage(queue)
+    if found[6] ~= nil then
+      local fields = {}
+      for index = 1, 5 do
+        if found[index] ~= 0 then
+          fields[#fields + 1], fields[#fields + 2] = USAGE_FIELDS[index],
+            found[index + 5] + found[index]
+        end
+      end
+      if #fields > 0 then
+        redis.call('hset', key, unpack(fields))
+      end
+    else
+      for index = 1, 5 do
+        if found[index] ~= 0 then
+          redis.call('hincrby', key, USAGE_FIELDS[index], found[index])
         end
       end
     end
-    if #fields > 0 then
-      redis.call('hset', key, unpack(fields))
-    end
   end
-  usage, usage_queues = {}, {}
+  usage, usage_queues = nil, nil
 end
 
 function Limits.bytes(queue)
-  return counter(queue, 'bytes')
+  return counter(queue, BYTES)
 end
 
 function Limits.items(queue)
@@ -168,13 +184,14 @@ end
 -- The children a put into `queue` copies its job to, in name order. A child
 -- has none: a put into it reaches only itself.
 function Limits.children(queue)
-  local children = children_memo[queue]
+  local children = children_memo and children_memo[queue]
   if children == nil then
-    children = {}
-    if not string.find(queue, '+', 1, true) and counter(queue, 'children') > 0 then
+    children = NO_CHILDREN
+    if not string.find(queue, '+', 1, true) and counter(queue, CHILDREN) > 0 then
       children = redis.call('smembers', Keys.children(queue))
       table.sort(children)
     end
+    children_memo = children_memo or {}
     children_memo[queue] = children
   end
   return children
@@ -184,16 +201,22 @@ end
 function Limits.register(queue)
   local parent, child = split_child(queue)
   if parent ~= nil and redis.call('sadd', Keys.children(parent), child) == 1 then
-    add(parent, 'children', 1)
-    children_memo[parent] = nil
+    local found = changes(parent)
+    found[CHILDREN] = found[CHILDREN] + 1
+    if children_memo then
+      children_memo[parent] = nil
+    end
   end
 end
 
 function Limits.unregister(queue)
   local parent, child = split_child(queue)
   if parent ~= nil and redis.call('srem', Keys.children(parent), child) == 1 then
-    add(parent, 'children', -1)
-    children_memo[parent] = nil
+    local found = changes(parent)
+    found[CHILDREN] = found[CHILDREN] - 1
+    if children_memo then
+      children_memo[parent] = nil
+    end
   end
 end
 
@@ -485,6 +508,17 @@ local function make(now, entry)
     entry.delay, entry.options, nil)
   entry.kept = kept
   return jid
+end
+
+-- put and requeue: one put, which mostly has no copies to make and no
+-- bounds to check: then it is made as it comes.
+function Limits.put_one(now, p)
+  if #Limits.children(p.queue) == 0 and not checked(p.queue) then
+    Queue.put(now, p.worker, p.queue, p.jid, p.klass, p.data, p.delay, p.options, nil)
+  else
+    Limits.put(now, { p }, false)
+  end
+  return p.jid
 end
 
 -- put, requeue (one put) and lanner.put_many (`batch`): the jids put.
