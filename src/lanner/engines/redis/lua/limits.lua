@@ -28,24 +28,24 @@ local COUNTER = { expired = 3, discarded = 4 }
 -- call makes costs again in Lua's garbage collector, whose work grows with
 -- the whole library: a put makes as few as it can, and nothing is made for
 -- a call that changes no counter.)
-local usage, usage_queues
--- Children of each fanout parent read in this call (parent -> sorted list).
+local usage
+-- Children of each fanout parent read in this call (parent -> sorted list;
+-- a queue without children is not remembered: its counter says so).
 local children_memo
 per_call(function()
-  usage, usage_queues, children_memo = nil, nil, nil
+  usage, children_memo = nil, nil
 end)
 
 local NO_CHILDREN = {}
 
 local function changes(queue)
   if usage == nil then
-    usage, usage_queues = {}, {}
+    usage = {}
   end
   local found = usage[queue]
   if found == nil then
     found = { 0, 0, 0, 0, 0 }
     usage[queue] = found
-    usage_queues[#usage_queues + 1] = queue
   end
   return found
 end
@@ -86,14 +86,27 @@ function Limits.count(queue, name)
   found[index] = found[index] + 1
 end
 
+-- (The order in which queues are written makes no difference.)
 function Limits.flush()
-  if usage_queues == nil then
+  if usage == nil then
     return
   end
-  for _, queue in ipairs(usage_queues) do
-    local found = usage[queue]
+  for queue, found in pairs(usage) do
     local key = Keys.usage(queue)
-    if found[6] ~= nil then
+    if found[6] == nil then
+      for index = 1, 5 do
+        if found[index] ~= 0 then
+          redis.call('hincrby', key, USAGE_FIELDS[index], found[index])
+        end
+      end
+    elseif found[3] == 0 and found[4] == 0 and found[5] == 0 then
+      -- What a put changes (no table for the arguments).
+      if found[TOTAL] ~= 0 then
+        redis.call('hset', key, 'bytes', found[6] + found[BYTES], 'total', found[7] + found[TOTAL])
+      elseif found[BYTES] ~= 0 then
+        redis.call('hset', key, 'bytes', found[6] + found[BYTES])
+      end
+    else
       local fields = {}
       for index = 1, 5 do
         if found[index] ~= 0 then
@@ -101,18 +114,10 @@ function Limits.flush()
             found[index + 5] + found[index]
         end
       end
-      if #fields > 0 then
-        redis.call('hset', key, unpack(fields))
-      end
-    else
-      for index = 1, 5 do
-        if found[index] ~= 0 then
-          redis.call('hincrby', key, USAGE_FIELDS[index], found[index])
-        end
-      end
+      redis.call('hset', key, unpack(fields))
     end
   end
-  usage, usage_queues = nil, nil
+  usage = nil
 end
 
 function Limits.bytes(queue)
@@ -185,15 +190,15 @@ end
 -- has none: a put into it reaches only itself.
 function Limits.children(queue)
   local children = children_memo and children_memo[queue]
-  if children == nil then
-    children = NO_CHILDREN
-    if not string.find(queue, '+', 1, true) and counter(queue, CHILDREN) > 0 then
-      children = redis.call('smembers', Keys.children(queue))
-      table.sort(children)
-    end
-    children_memo = children_memo or {}
-    children_memo[queue] = children
+  if children ~= nil then
+    return children
+  elseif string.find(queue, '+', 1, true) or counter(queue, CHILDREN) <= 0 then
+    return NO_CHILDREN
   end
+  children = redis.call('smembers', Keys.children(queue))
+  table.sort(children)
+  children_memo = children_memo or {}
+  children_memo[queue] = children
   return children
 end
 
