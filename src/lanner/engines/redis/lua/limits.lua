@@ -135,11 +135,11 @@ end
 -- lanner.usage: { items, bytes, total, expired, discarded }.
 function Limits.usage(queue)
   local stored = redis.call('hmget', Keys.usage(queue), 'bytes', 'total', 'expired', 'discarded')
-  local usage = { Limits.items(queue) }
+  local reply = { Limits.items(queue) }
   for index = 1, 4 do
-    usage[index + 1] = tonumber(stored[index]) or 0
+    reply[index + 1] = tonumber(stored[index]) or 0
   end
-  return usage
+  return reply
 end
 
 -- The expires_at a job put into `queue` gets: the one asked for (or nil),
