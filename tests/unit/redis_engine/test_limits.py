@@ -39,7 +39,7 @@ def recount(client: redis.Redis) -> dict[str, tuple[int, int]]:
     for key in client.scan_iter("ql:j:*"):
         if client.type(key) != "hash":  # the job's history, dependencies, dependents
             continue
-        state, queue, data = client.hmget(key, "state", "queue", "data")
+        state, queue, data = (str(value) for value in client.hmget(key, "state", "queue", "data"))
         if state in LIVE:
             items[queue] += 1
             size[queue] += len(data.encode())
