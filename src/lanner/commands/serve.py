@@ -52,14 +52,14 @@ def serve(
 
 
 async def _run(server: KestrelServer) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # before listening: a client may signal
+        loop.add_signal_handler(signum, lambda: loop.create_task(server.stop()))
     try:
         await server.start()
     except OSError as error:
         where = f"{server.host}:{server.port}"
         raise click.ClickException(f"cannot listen on {where}: {error}") from None
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, lambda: loop.create_task(server.stop()))
     click.echo(f"lanner serve: memcache protocol on {server.host}:{server.port} "
                f"({server.engine.name} engine); Ctrl-C stops", err=True)  # fmt: skip
     with contextlib.suppress(asyncio.CancelledError):
