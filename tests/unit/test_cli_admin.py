@@ -546,7 +546,7 @@ def test_lanner_has_every_command() -> None:
 
     assert sorted(main.commands) == [
         "bench", "cancel", "chaos", "demo", "failed", "job", "jobs", "pause", "publish",
-        "redis-script", "retry", "simulate", "status", "unpause", "worker",
+        "redis-script", "retry", "serve", "simulate", "status", "unpause", "worker",
     ]  # fmt: skip
 
 
