@@ -34,6 +34,7 @@ def _register_subcommands() -> None:
     from lanner.chaos.cli import chaos
     from lanner.commands import register_admin
     from lanner.commands.demo import demo
+    from lanner.commands.serve import serve
     from lanner.commands.worker import worker
     from lanner.simulate.cli import simulate
 
@@ -43,6 +44,7 @@ def _register_subcommands() -> None:
     main.add_command(bench)
     main.add_command(chaos)
     main.add_command(redis_script)
+    main.add_command(serve)
     main.add_command(simulate)
 
 

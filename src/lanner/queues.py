@@ -1,6 +1,7 @@
 """Queue configuration: which queues a worker serves, and how (Kale's queue config YAML).
 
-A `QueueConfig` holds Kale's six per-queue fields and two of lanner's. `load_queue_config`
+A `QueueConfig` holds Kale's six per-queue fields and lanner's own (a concurrency cap, a
+retry budget, and Kestrel's bounds on what the queue may hold). `load_queue_config`
 reads them from a YAML file in any of three layouts:
 
     high:                       # Kale's layout: key -> queue; the key is only a label
@@ -58,6 +59,10 @@ class QueueConfig:
     `max_concurrency`: at most this many jobs of the queue run at once across all workers
     (the engine config `<queue>-max-concurrency`); None leaves the engine's setting alone.
     `retries`: the retry budget of this queue's tasks that do not set their own.
+    `max_items`, `max_size` (bytes), `max_item_size` (bytes), `max_age` (seconds),
+    `discard_old_when_full`: Kestrel's bounds (engine config `<queue>-max-items`, ...;
+    docs/kestrel.md), applied by every put whoever makes it; None leaves the engine's
+    setting alone.
     """
 
     name: str
@@ -68,6 +73,11 @@ class QueueConfig:
     num_iterations: int = 10
     max_concurrency: int | None = None
     retries: int | None = None
+    max_items: int | None = None
+    max_size: int | None = None
+    max_item_size: int | None = None
+    max_age: float | None = None
+    discard_old_when_full: bool | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -76,12 +86,42 @@ class QueueConfig:
             raise ConfigError(str(error), field="name") from None
         for name, minimum in (("priority", 1), ("batch_size", 1), ("num_iterations", 1)):
             _check_int(self.name, name, getattr(self, name), minimum)
-        for name, minimum in (("max_concurrency", 1), ("retries", 0)):
+        for name, minimum in (
+            ("max_concurrency", 1),
+            ("retries", 0),
+            ("max_items", 0),
+            ("max_size", 0),
+            ("max_item_size", 0),
+        ):
             if getattr(self, name) is not None:
                 _check_int(self.name, name, getattr(self, name), minimum)
+        if self.max_age is not None:
+            object.__setattr__(
+                self, "max_age", _check_number(self.name, "max_age", self.max_age, False)
+            )
+        if self.discard_old_when_full is not None and not isinstance(
+            self.discard_old_when_full, bool
+        ):
+            raise ConfigError(
+                f"discard_old_when_full must be true or false, not {self.discard_old_when_full!r}",
+                queue=self.name,
+                field="discard_old_when_full",
+            )
         for name, positive in (("visibility_timeout_sec", True), ("long_poll_time_sec", False)):
             value = _check_number(self.name, name, getattr(self, name), positive)
             object.__setattr__(self, name, value)
+
+    def limits(self) -> dict[str, int | float]:
+        """The engine config keys of the bounds this queue sets, and their values."""
+        given = {
+            "max-items": self.max_items,
+            "max-size": self.max_size,
+            "max-item-size": self.max_item_size,
+            "max-age": self.max_age,
+            "discard-old-when-full": self.discard_old_when_full,
+        }
+        return {f"{self.name}-{key}": int(v) if isinstance(v, bool) else v
+                for key, v in given.items() if v is not None}  # fmt: skip
 
 
 def _check_int(queue: str, name: str, value: object, minimum: int) -> None:

@@ -42,7 +42,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.FANOUT,
         }
     ),
-    "redis": frozenset(Capability) - {Capability.LIMITS, Capability.FANOUT},
+    "redis": frozenset(Capability),
     "sqs": frozenset({Capability.DELAY, Capability.BLOCKING_POP}),
 }
 

@@ -143,6 +143,17 @@ def test_discard_old_when_full_drops_the_oldest_waiting_jobs(engine: Engine) -> 
     assert usage(engine)[2:] == (4, 0, 2)
 
 
+def test_discard_old_drops_the_head_of_the_queue_first(engine: Engine) -> None:
+    if Capability.PRIORITY not in engine.capabilities:
+        pytest.skip(f"{engine.name} engine lacks priority")
+    engine.config_set("q-max-items", 2)
+    engine.config_set("q-discard-old-when-full", 1)
+    engine.put("q", "low", "Task", priority=0, now=T0)
+    engine.put("q", "high", "Task", priority=5, now=T0 + 1)
+    engine.put("q", "new", "Task", priority=0, now=T0 + 2)  # drops what pop gives next
+    assert pop_jids(engine, "q", count=5, now=T0 + 3) == ["low", "new"]
+
+
 def test_discard_old_drops_enough_bytes_for_the_new_item(engine: Engine) -> None:
     engine.config_set("q-max-size", 24)
     engine.config_set("q-discard-old-when-full", 1)

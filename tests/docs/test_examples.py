@@ -7,7 +7,8 @@ redis-server instead (its database emptied first); one that names an sqs:// URL 
 against the session's SQS server (moto's), on a queue prefix of its own. Examples use
 only the public API: `import lanner` / `from lanner import ...` (and Kale's `lanner.task`,
 `lanner.exceptions`, `lanner.worker`, `lanner.test_utils`, the simulator's
-`lanner.simulate`, and the test helpers' `lanner.testing`).
+`lanner.simulate`, the Kestrel server's `lanner.kestrel`, and the test helpers'
+`lanner.testing`).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
 _SQS = re.compile(r"sqs://[a-z0-9-]*(?:\?[^\s\"']*)?")
-# Public modules besides `lanner` itself: Kale's paths, the simulator's and the test helpers'.
+# Public modules besides `lanner` itself: Kale's paths, the simulator's, the Kestrel server's
+# and the test helpers'.
 _PRIVATE_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+lanner\."
-    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|testing\b)[\w.]+",
+    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|kestrel(?![\w.])|testing\b)"
+    r"[\w.]+",
     re.M,
 )
 _ENVIRONMENT = (
@@ -60,6 +63,7 @@ def test_the_docs_have_examples_to_run() -> None:
         "docs/configuration.md",
         "docs/engines/redis.md",
         "docs/engines/sqs.md",
+        "docs/kestrel.md",
         "docs/protocol.md",
         "docs/tasks.md",
         "docs/testing.md",

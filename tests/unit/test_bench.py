@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -145,3 +146,20 @@ def test_sqlite_reports_no_requests_per_job() -> None:
     result = run_engine_benchmark(None, jobs=10, batch=5, samples=2)
     assert result.requests_per_job is None
     assert result.to_json()["requests_per_job"] is None
+
+
+@pytest.mark.slow
+def test_bench_kestrel_json_smoke() -> None:
+    result = CliRunner().invoke(
+        main, ["bench", "kestrel", "--items", "200", "--clients", "2", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["items"], report["clients"], report["value_bytes"]) == (200, 2, 100)
+    for key in ("set_per_s", "get_per_s", "blocking_consumer_per_s"):
+        assert report[key] > 0, key
+    if shutil.which("memcached"):
+        assert report["memcached_set_per_s"] > 0
+        assert report["memcached_get_per_s"] > 0
+    else:
+        assert report["memcached_set_per_s"] is None

@@ -289,7 +289,8 @@ def test_unknown_field_names_it_and_the_known_ones(in_tmp: Path) -> None:
     assert message == (
         "queues.yaml: queue 'high': unknown field 'batchsize' (did you mean 'batch_size'?); "
         "the fields are name, priority, batch_size, visibility_timeout_sec, long_poll_time_sec, "
-        "num_iterations, max_concurrency, retries"
+        "num_iterations, max_concurrency, retries, max_items, max_size, max_item_size, max_age, "
+        "discard_old_when_full"
     )
     message = load_error("- {name: high, priority: 1, 7: x}\n")
     assert message.startswith("queues.yaml: queue 'high': unknown field 7; the fields are name")
@@ -389,3 +390,25 @@ def test_queues_from_names_descending_priorities_in_given_order() -> None:
 def test_queues_from_names_errors(names: list[str], expected: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(expected)):
         queues_from_names(names)
+
+
+def test_kestrel_bounds_become_engine_config_keys() -> None:
+    queue = QueueConfig("work", max_items=100, max_size=1 << 20, max_age=30,
+                        discard_old_when_full=True)  # fmt: skip
+    assert queue.limits() == {
+        "work-max-items": 100,
+        "work-max-size": 1 << 20,
+        "work-max-age": 30.0,
+        "work-discard-old-when-full": 1,
+    }
+    assert QueueConfig("work").limits() == {}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("max_items", -1), ("max_size", 1.5), ("max_item_size", "big"), ("max_age", -2),
+     ("discard_old_when_full", "yes")],
+)  # fmt: skip
+def test_bad_kestrel_bounds_are_config_errors(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=field):
+        QueueConfig("work", **{field: value})  # type: ignore[arg-type]

@@ -319,3 +319,52 @@ def pool_results_view(result: PoolBenchResult) -> Group:
         style="dim",
     )
     return Group(pool_results_table(result), about)
+
+
+@bench.command("kestrel")
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="Engine behind `lanner serve`; it should be empty. Default: SQLite "
+    "(synchronous=full) on a new temporary file, deleted afterwards.",
+)
+@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Client processes, one connection each.")  # fmt: skip
+@click.option("--items", type=click.IntRange(min=1), default=20000, show_default=True,
+              help="Items set, then got, in all.")  # fmt: skip
+@click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Size of each item.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def kestrel_command(
+    url: str | None, clients: int, items: int, value_bytes: int, as_json: bool
+) -> None:
+    """Measure `lanner serve`: set and get throughput of concurrent memcache clients, and
+    the item rate of one consumer with blocking gets; memcached beside it if installed."""
+    from lanner.bench.kestrel import run_kestrel_benchmark
+
+    errors = Console(stderr=True)
+    try:
+        with exit_on_sigterm(), progress_bar(errors) as bar:
+            result = run_kestrel_benchmark(url, clients, items, value_bytes, RichProgress(bar))
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    table = Table(title=f"lanner serve benchmark, {result.items:,} items of {value_bytes} B")
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    rows = [
+        (f"lanner serve: set, {clients} clients", result.set_per_s),
+        (f"lanner serve: get, {clients} clients", result.get_per_s),
+        ("lanner serve: one consumer, get q/t=1000", result.blocking_consumer_per_s),
+        (f"memcached: set, {clients} clients", result.memcached_set_per_s),
+        (f"memcached: get, {clients} clients", result.memcached_get_per_s),
+    ]
+    for label, value in rows:
+        table.add_row(label, "not installed" if value is None else f"{value:,.0f} items/s")
+    machine = result.machine
+    about = Text(f"engine: {result.url}\n{machine.platform}, {machine.cpu_count} CPUs\n"
+                 f"Python {machine.python}, lanner {machine.lanner}", style="dim")  # fmt: skip
+    Console().print(Group(table, about))

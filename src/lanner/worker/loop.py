@@ -45,6 +45,7 @@ from lanner.errors import (
     LockLost,
     TaskFailed,
     TimeoutException,
+    Unsupported,
 )
 from lanner.job import Job
 from lanner.queues import QueueConfig
@@ -469,8 +470,16 @@ class WorkerLoop:
 
 
 def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
-    """Store the queues' settings the engine applies: lock duration and concurrency cap."""
+    """Store the queues' settings the engine applies: lock duration, concurrency cap, bounds.
+
+    Bounds on an engine that cannot keep them are refused (`Unsupported`): a queue meant to
+    stay bounded must not grow without a word."""
     for queue in queues:
+        limits = queue.limits()
+        if limits and Capability.LIMITS not in engine.capabilities:
+            raise Unsupported(engine.name, f"queue {queue.name}: {', '.join(limits)}", "limits")
+        for key, value in limits.items():
+            engine.config_set(key, value)
         # The lock a pop takes is the queue's batch SLA.
         engine.config_set(f"{queue.name}-heartbeat", queue.visibility_timeout_sec)
         if queue.max_concurrency and Capability.MAX_CONCURRENCY not in engine.capabilities:

@@ -40,6 +40,8 @@ def put(job: NewJob, worker: str) -> list[Arg]:
         args += ["depends", json_list(job.depends)]
     if job.if_exists != "move":
         args += ["if_exists", job.if_exists]
+    if job.expires_at is not None:
+        args += ["expires_at", job.expires_at]
     return args
 
 

@@ -4,7 +4,12 @@ Data layout. Everything lives under `ql:*` keys, exactly as qless-core lays it o
 qless clients and lanner share queues: a hash per job (`ql:j:<jid>`), sorted sets per
 queue and state (`ql:q:<queue>-work|scheduled|locks|depends|recur`), failure groups,
 tags, workers, statistics, `ql:config`, and lanner's wake-up and hand-off lists
-`ql:lanner:notify:<queue>`, `ql:lanner:handoff:<queue>:<worker>`. The header of the core
+`ql:lanner:notify:<queue>`, `ql:lanner:handoff:<queue>:<worker>`. LIMITS and FANOUT add
+`ql:lanner:usage:<queue>` (a hash of the bytes of data the queue's live jobs brought in,
+how many jobs entered it, expired and were discarded, and how many children it has),
+`ql:lanner:children:<parent>` (the set of a fanout parent's children), and per job its
+counted size and expiry (`lanner_size`, `lanner_expires_at`); a queue's items are the
+sizes of its zsets. Bounds are settings in `ql:config`. The header of the core
 (`lua/layout.lua`, printed by `lanner redis-script`) documents every key, command, reply
 and error.
 
@@ -15,9 +20,11 @@ else a script). `now` is this process's clock (or the caller's `now`), sent as
 `repr(float)`. Replies and error replies become lanner's values and errors in
 `replies.py`. Where the difference from qless is behaviour (a read-only `peek`, `cancel`
 replying with what it cancelled, `release` with a delay, a heartbeat's fractional expiry,
-batch put and complete, blocking pop with hand-off) the face calls the core's `lanner.*`
-extensions. Only `config_get` and `config_all` read a key directly (`ql:config`), to tell
-what was set from the core's qless defaults.
+batch put and complete, blocking pop with hand-off, a queue's usage) the face calls the
+core's `lanner.*` extensions; put's `expires_at` is an option of qless's `put`, as
+`if_exists` is, and bounded and fanout queues are part of qless's `put`, `pop` and
+`peek`, so that qless clients keep to them too. Only `config_get` and `config_all` read
+a key directly (`ql:config`), to tell what was set from the core's qless defaults.
 
 Connections (`connection.py`): redis-py's clients are thread-safe; commands use one
 connection pool, and a blocking `pop` waits with `BLPOP` on a second pool so that it never
@@ -50,6 +57,7 @@ from lanner.records import (
     JobPage,
     QueueCounts,
     QueueStats,
+    QueueUsage,
     RecurringJob,
     WorkerCounts,
     WorkerJobs,
@@ -62,7 +70,7 @@ class RedisEngine(Engine):
     """The Redis engine. Safe to share between threads (and usable after fork)."""
 
     name = "redis"
-    capabilities = frozenset(Capability) - {Capability.LIMITS, Capability.FANOUT}
+    capabilities = frozenset(Capability)
 
     def __init__(
         self, url: str = "redis://127.0.0.1:6379/0", *, options: RedisOptions | None = None
@@ -220,6 +228,10 @@ class RedisEngine(Engine):
     def _queue_counts(self, command: checks.QueueAt) -> QueueCounts:
         reply = self._call("queues", command.now, command.queue, name="queue_counts")
         return replies.counts(json.loads(reply))
+
+    def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
+        reply = self._call("lanner.usage", command.now, command.queue, name="queue_usage")
+        return replies.usage(command.queue, reply)
 
     def _jobs(self, command: checks.Listing) -> list[str]:
         where: list[Arg] = (

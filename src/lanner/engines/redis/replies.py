@@ -21,12 +21,15 @@ from lanner.errors import (
     LannerError,
     LockLost,
     MalformedArgument,
+    PayloadTooLarge,
+    QueueFull,
 )
 from lanner.job import Failure, Job, JobState
 from lanner.records import (
     ConfigValue,
     QueueCounts,
     QueueStats,
+    QueueUsage,
     RecurringJob,
     TimingStats,
     WorkerCounts,
@@ -57,6 +60,10 @@ def translate(command: str, message: str) -> LannerError:
         return EngineUnavailable(f"{command}(): Redis cannot serve it now: {message}")
     if message.startswith("Malformed"):
         return MalformedArgument(f"{command}(): {message}")
+    if message.startswith("Queue full: "):
+        return QueueFull(f"{command}(): {message}")
+    if message.startswith("Payload too large: "):
+        return PayloadTooLarge(f"{command}(): {message}")
     if found := _JOB_MISSING.fullmatch(message):
         return JobNotFound(found.group(1), command)
     if found := _NOT_RUNNING.fullmatch(message):
@@ -163,6 +170,12 @@ def counts(obj: Mapping[str, Any]) -> QueueCounts:
         recurring=int(obj["recurring"]),
         paused=bool(obj["paused"]),
     )
+
+
+def usage(queue: str, reply: Any) -> QueueUsage:
+    """`lanner.usage`'s reply: items, bytes, total, expired, discarded."""
+    items, size, total, expired, discarded = (int(n) for n in reply)
+    return QueueUsage(queue, items, size, total, expired, discarded)
 
 
 def decoded(value: bytes | str) -> str:

@@ -1,8 +1,8 @@
 """The Redis engine's Lua script, assembled from the sources in ``lua/``.
 
 The engine is one script, kept as several files that each hold one part: helpers,
-configuration, events, statistics, workers, jobs, queues, recurring jobs, lanner's
-extensions and the command table. They are concatenated in the order of
+configuration, events, statistics, workers, jobs, queues, recurring jobs, bounded and
+fanout queues, lanner's extensions and the command table. They are concatenated in the order of
 ``SCRIPT_FILES``; every name in them is a Lua ``local``, so a file may only use what
 earlier files define. ``lua/layout.lua`` comes first: its comment block documents the
 keys and commands.
@@ -33,6 +33,7 @@ SCRIPT_FILES: tuple[str, ...] = (
     "job.lua",
     "queue.lua",
     "recurring.lua",
+    "limits.lua",
     "lanner.lua",
     "api.lua",
 )

@@ -10,7 +10,6 @@ queue (`drop_expired`); put.py caps each job's `expires_at` by its queue's `max-
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -178,31 +177,19 @@ class _Admission:
 
     def _waiting(self, queue: str) -> Iterator[tuple[str, int]]:
         """The queue's waiting jobs in the order a discard drops them, but those this put
-        moves: the lowest priority first, and within one, the oldest (pop's order)."""
-        # Read through the pop index a few at a time (most puts drop one job or none):
-        # an order by put time alone has no index, and would sort the whole queue.
-        priority = self._lowest(queue, None)
-        after = (-math.inf, -1)
-        while priority is not None:
+        moves: the head of the queue first (pop's order), as Kestrel drops its oldest."""
+        # Read through the pop index a few at a time: most puts drop one job or none.
+        offset = 0
+        while True:
             found = self.conn.execute(
-                "SELECT jid, size, ready_at, seq FROM jobs WHERE queue = ? AND state = 'waiting' "
-                "AND priority = ? AND (ready_at, seq) > (?, ?) ORDER BY ready_at, seq LIMIT ?",
-                (queue, priority, *after, _CHUNK),
+                "SELECT jid, size FROM jobs WHERE queue = ? AND state = 'waiting' "
+                "ORDER BY priority DESC, ready_at, seq LIMIT ? OFFSET ?",
+                (queue, _CHUNK, offset),
             ).fetchall()
-            yield from ((jid, size) for jid, size, _, _ in found if jid not in self.batch_jids)
-            if len(found) == _CHUNK:
-                after = found[-1][2:]
-            else:
-                priority, after = self._lowest(queue, priority), (-math.inf, -1)
-
-    def _lowest(self, queue: str, above: int | None) -> int | None:
-        """The lowest priority of the queue's waiting jobs (above `above`), None if none."""
-        (found,) = self.conn.execute(
-            "SELECT min(priority) FROM jobs WHERE queue = ? AND state = 'waiting' "
-            "AND priority > coalesce(?, -1e300)",
-            (queue, above),
-        ).fetchone()
-        return None if found is None else int(found)
+            yield from ((jid, size) for jid, size in found if jid not in self.batch_jids)
+            if len(found) < _CHUNK:
+                return
+            offset += _CHUNK
 
     def _usage(self, queue: str) -> list[int]:
         found = self.usage.get(queue)

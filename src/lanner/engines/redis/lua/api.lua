@@ -43,6 +43,7 @@ local PUT_OPTIONS = {
   retries = Args.count,
   depends = Args.string_list,
   if_exists = if_exists,
+  expires_at = Args.number,
 }
 
 -------------------------------------------------------------------------------
@@ -91,19 +92,16 @@ local function parse_put(args)
   }
 end
 
-local function put(now, p)
-  return Queue.put(now, p.worker, p.queue, p.jid, p.klass, p.data, p.delay, p.options, nil)
-end
-
+-- Bounds (LIMITS) and copies into fanout children (FANOUT) are Limits.put's.
 Api.put = function(now, args)
-  return put(now, parse_put(args))
+  return Limits.put_one(now, parse_put(args))
 end
 
 -- Like put, for a job that must already exist.
 Api.requeue = function(now, args)
   local p = parse_put(args)
   Job.require(p.jid)
-  return put(now, p)
+  return Limits.put_one(now, p)
 end
 
 Api.pop = function(now, args)
@@ -429,6 +427,9 @@ local function parse_spec(worker, spec)
   if spec.if_exists ~= nil then
     options.if_exists = if_exists(spec.if_exists, 'if_exists')
   end
+  if spec.expires_at ~= nil then
+    options.expires_at = Args.number(spec.expires_at, 'expires_at')
+  end
   return {
     worker = worker,
     queue = spec_string(spec.queue, 'queue'),
@@ -450,13 +451,7 @@ Api['lanner.put_many'] = function(now, args)
   for index, spec in ipairs(specs) do
     parsed[index] = parse_spec(worker, spec)
   end
-  -- All or none: a job that may not be moved stops the batch before any write.
-  for _, p in ipairs(parsed) do
-    if p.options.if_exists == 'move-unless-running' then
-      Queue.kept_or_refused(p.jid, p.options.if_exists)
-    end
-  end
-  return Queue.put_many(now, parsed, put)
+  return Limits.put(now, parsed, true)
 end
 
 -- lanner.complete_many worker queue jid...
@@ -557,6 +552,11 @@ Api['lanner.peek'] = function(now, args)
   return cjson.encode(result)
 end
 
+-- lanner.usage queue: {items, bytes, total, expired, discarded} (LIMITS)
+Api['lanner.usage'] = function(_, args)
+  return Limits.usage(Args.string(args[1], 'queue'))
+end
+
 -- lanner.cancel jid...: array of the jids cancelled
 Api['lanner.cancel'] = function(now, args)
   return Lanner.cancel(now, Args.rest(args, 1, 'jid'))
@@ -604,6 +604,7 @@ local function main(keys, argv)
     flushed, problem = pcall(function()
       Queue.flush()
       Lanner.flush(now)
+      Limits.flush()
       Stats.flush()
     end)
   end

@@ -6,7 +6,7 @@
 -- The modules are plain tables declared up front, so that a function in one
 -- file can call into a module whose file comes later in the concatenation.
 local Config, Events, Stats, Worker = {}, {}, {}, {}
-local Job, Queue, Recurring, Lanner = {}, {}, {}, {}
+local Job, Queue, Recurring, Limits, Lanner = {}, {}, {}, {}, {}
 
 -- qless scores a waiting job `priority - ready_at / SCORE_TIME_SCALE`, read
 -- highest first: a higher priority wins, and among equal priorities the job
@@ -16,6 +16,10 @@ local Job, Queue, Recurring, Lanner = {}, {}, {}, {}
 local SCORE_TIME_SCALE = 1e10
 
 local DAY = 86400
+
+-- The states of a job that is not finished: it holds a place in its queue,
+-- which LIMITS counts (ql:lanner:usage:<queue>) and lanner's if_exists sees.
+local LIVE = { waiting = true, scheduled = true, depends = true, running = true, stalled = true }
 
 -------------------------------------------------------------------------------
 -- Per-call state
@@ -248,6 +252,8 @@ function Keys.waiting(queue) return 'ql:lanner:waiting:' .. queue end
 function Keys.waiting_counts(queue) return 'ql:lanner:waiting-count:' .. queue end
 function Keys.handoff(queue, worker) return 'ql:lanner:handoff:' .. queue .. ':' .. worker end
 function Keys.finished(jid) return 'ql:lanner:finished:' .. jid end
+function Keys.usage(queue) return 'ql:lanner:usage:' .. queue end
+function Keys.children(parent) return 'ql:lanner:children:' .. parent end
 Keys.awaited = 'ql:lanner:awaited'
 Keys.seq = 'ql:lanner:seq'
 

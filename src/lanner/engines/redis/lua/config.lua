@@ -19,10 +19,10 @@ Config.defaults = {
 -- less than a few HGETs. A setting only changes through config.set /
 -- config.unset, which update this copy too.
 local stored
--- Config.heartbeat's results in this call, by queue.
-local heartbeats
+-- Config.heartbeat's and Config.limits' results in this call, by queue.
+local heartbeats, limits
 per_call(function()
-  stored, heartbeats = nil, {}
+  stored, heartbeats, limits = nil, {}, nil
 end)
 
 local function read_stored()
@@ -70,14 +70,14 @@ end
 function Config.set(key, value)
   redis.call('hset', Keys.config, key, value)
   stored = nil
-  heartbeats = {}
+  heartbeats, limits = {}, nil
   Events.log({ 'option', key, 'event', 'config_set', 'value', value })
 end
 
 function Config.unset(key)
   redis.call('hdel', Keys.config, key)
   stored = nil
-  heartbeats = {}
+  heartbeats, limits = {}, nil
   Events.log({ 'event', 'config_unset', 'option', key })
 end
 
@@ -94,4 +94,55 @@ function Config.heartbeat(queue)
     heartbeats[queue] = seconds
   end
   return seconds
+end
+
+-- LIMITS: a queue's bounds, from <queue>-max-items, -max-size (bytes of
+-- data), -max-item-size, -max-age (seconds) and -discard-old-when-full, as
+-- { items, size, item_size, age, discard }, each nil when unset or 0; false
+-- when the queue has none. Every put asks, so the bounds of all queues are
+-- found in one pass over the stored settings, the first time a call asks
+-- (config.set and config.unset start it again): most stores set none, and
+-- then no key is built and looked up per queue.
+local LIMIT_SETTINGS = {
+  { 'items', '-max-items' },
+  { 'size', '-max-size' },
+  { 'item_size', '-max-item-size' },
+  { 'age', '-max-age' },
+  { 'discard', '-discard-old-when-full' },
+}
+
+-- (Shared, never written: a call makes no table where no queue has bounds.)
+local NO_LIMITS = {}
+
+local function index_limits()
+  if stored == nil then
+    read_stored()
+  end
+  limits = NO_LIMITS
+  for key, value in pairs(stored) do
+    if string.find(key, '-max-', 1, true) or string.find(key, '-discard-', 1, true) then
+      for _, setting in ipairs(LIMIT_SETTINGS) do
+        local suffix = setting[2]
+        if #key > #suffix and string.sub(key, -#suffix) == suffix then
+          local number = Num.finite(value)
+          if number ~= nil and number > 0 then
+            local queue = string.sub(key, 1, #key - #suffix)
+            if limits == NO_LIMITS then
+              limits = {}
+            end
+            limits[queue] = limits[queue] or {}
+            limits[queue][setting[1]] = number
+          end
+          break
+        end
+      end
+    end
+  end
+end
+
+function Config.limits(queue)
+  if limits == nil then
+    index_limits()
+  end
+  return limits[queue] or false
 end

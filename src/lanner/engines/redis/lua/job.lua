@@ -9,11 +9,27 @@
 local JOB_FIELDS = {
   'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
-  'scheduled',
+  'scheduled', 'lanner_size',
+}
+-- What pop needs: JOB_FIELDS but the two it does not use, and the job's
+-- LIMITS expiry. (Each field asked for costs time: HMGET looks for each one
+-- along a small hash, and one the hash does not have, as most have no
+-- expiry, costs the whole way: pop asks for no more fields than it did
+-- before LIMITS.)
+Job.POP_FIELDS = {
+  'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
+  'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
+  'lanner_expires_at',
+}
+-- JOB_FIELDS and the expiry, for put's moves.
+Job.EXPIRY_FIELDS = {
+  'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
+  'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
+  'scheduled', 'lanner_size', 'lanner_expires_at',
 }
 local NUMERIC_FIELDS = {
   priority = true, expires = true, retries = true, remaining = true, time = true,
-  scheduled = true,
+  scheduled = true, lanner_expires_at = true, lanner_size = true,
 }
 
 -- What this call knows of ql:completed, so that completing many jobs does
@@ -34,13 +50,14 @@ local function completed_removed(count)
 end
 
 -- The job's fields as a table (numbers converted), or nil if there is no job;
--- then the raw HMGET reply of JOB_FIELDS, which shows what fields the hash has.
--- `fields` (a list starting with 'state') loads only those fields, for callers
--- that need no more (each field asked for costs time).
+-- then the raw HMGET reply, which shows what fields the hash has. `fields`
+-- (Job.EXPIRY_FIELDS, or a list starting with 'state') loads those fields
+-- instead of JOB_FIELDS, for callers that need more or fewer (each field
+-- asked for costs time).
 function Job.load(jid, fields)
   fields = fields or JOB_FIELDS
   local values = redis.call('hmget', Keys.job(jid), unpack(fields))
-  local state_at = fields == JOB_FIELDS and 3 or 1
+  local state_at = fields[3] == 'state' and 3 or 1
   if not values[state_at] then
     -- Every job has a state; without one there is no job.
     return nil, values
@@ -195,13 +212,17 @@ function Job.forget_failure(now, job, listed)
 end
 
 -- Take the job out of every set its current state put it in: queue sets,
--- its worker's jobs, its failure group, or the completed set.
+-- its worker's jobs, its failure group, or the completed set. (A job loaded
+-- whole: a live one gives its queue back the bytes it counts.)
 function Job.unplace(now, job)
   local jid = job.jid
   if job.queue ~= '' then
     Queue.forget_tail(job.queue)
     for _, kind in ipairs({ 'work', 'scheduled', 'locks', 'depends' }) do
       redis.call('zrem', Keys.queue(job.queue, kind), jid)
+    end
+    if LIVE[job.state] then
+      Limits.left(job.queue, job.lanner_size)
     end
   end
   Worker.release(job.worker, jid)
@@ -222,11 +243,13 @@ function Job.delete(jid)
   Lanner.finished(jid)
 end
 
--- Move a running job into state failed. `failure_worker` is what the failure
--- record names; `history_worker` (or nil) what the history entry names.
+-- Move a running job (loaded whole) into state failed. `failure_worker` is
+-- what the failure record names; `history_worker` (or nil) what the history
+-- entry names.
 function Job.mark_failed(now, job, group, message, failure_worker, history_worker)
   local jid = job.jid
   redis.call('zrem', Keys.queue(job.queue, 'locks'), jid)
+  Limits.left(job.queue, job.lanner_size)
   Worker.release(job.worker, jid)
   Lanner.lock_released(job.queue)
   Job.record(now, jid, 'failed', { group = group, worker = history_worker })
@@ -364,7 +387,8 @@ end
 
 -- options: next (queue), delay, depends (list), and lanner's result (JSON
 -- text the completed job keeps). Returns the new state.
--- `loaded` is the job as just loaded, when the caller has it. `released`
+-- `loaded` is the job as just loaded (with its lanner_size, and its data if
+-- it may advance), when the caller has it. `released`
 -- (lanner.complete_many) collects the jid instead of taking it out of the
 -- queue's -locks and the worker's jobs; the caller does that for all at once.
 function Job.complete(now, jid, worker, queue, data, options, loaded, released)
@@ -380,6 +404,7 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
     Worker.release(worker, jid)
   end
   Lanner.lock_released(queue)
+  Limits.left(queue, job.lanner_size)
   if job.time ~= nil then
     Stats.record('run', queue, now, now - job.time)
   end
@@ -396,8 +421,12 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
     fields[#fields + 1], fields[#fields + 2] = 'data', data
   end
   if next_queue ~= nil then
+    -- The next queue counts the job's data as it now is.
+    local size = #(data or job.data)
+    Limits.entered(next_queue, size)
     fields[#fields + 1], fields[#fields + 2] = 'queue', next_queue
     fields[#fields + 1], fields[#fields + 2] = 'remaining', job.retries
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_size', size
   else
     fields[#fields + 1], fields[#fields + 2] = 'state', 'complete'
     fields[#fields + 1], fields[#fields + 2] = 'queue', ''

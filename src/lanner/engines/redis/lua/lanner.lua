@@ -265,7 +265,9 @@ end
 -- `queue` (data unchanged, no next queue). Returns the jids completed; the
 -- others (lock lost, already finished, unknown) are skipped, not errors.
 -- What holds and Job.complete look at (state first, as Job.load wants).
-local COMPLETE_FIELDS = { 'state', 'queue', 'worker', 'retries', 'failure', 'time', 'grace' }
+local COMPLETE_FIELDS = {
+  'state', 'queue', 'worker', 'retries', 'failure', 'time', 'grace', 'lanner_size',
+}
 
 function Lanner.complete_many(now, worker, queue, jids, results)
   local done, released = {}, {}
@@ -353,8 +355,19 @@ end
 -- anything (qless's peek spawns recurring runs and promotes scheduled jobs):
 -- expired locks by expiry, then jobs stalled by timeout, then ready jobs and
 -- due scheduled jobs together in order (a due job ranks as if promoted at its
--- due time). Ignores pause and max-concurrency, like peek. Returns jids.
+-- due time). Ignores pause and max-concurrency, like peek, and leaves out
+-- the jobs pop would drop as expired (LIMITS). Returns jids.
+
+-- A job's order (Queue.order), and its expires_at or nil.
+local function peek_order(jid)
+  local values = redis.call('hmget', Keys.job(jid), 'priority', 'time', 'lanner_seq',
+    'lanner_expires_at')
+  local order = { tonumber(values[1]) or 0, tonumber(values[2]) or 0, tonumber(values[3]) or 0 }
+  return order, tonumber(values[4])
+end
+
 function Lanner.peek(now, queue, count)
+  Limits.register(queue)
   local jids = {}
   if count <= 0 then
     return jids
@@ -369,21 +382,37 @@ function Lanner.peek(now, queue, count)
     return jids
   end
   -- -work is in order already; a stalled job (+inf) ranks as priority +inf.
+  -- Expired jobs are passed over, and more are read in their place.
   local candidates = {}
-  local work = redis.call('zrevrange', Keys.queue(queue, 'work'), 0, want - 1, 'WITHSCORES')
-  for index = 1, #work, 2 do
-    local order = Queue.order(work[index])
-    if tonumber(work[index + 1]) == math.huge then
-      order = { math.huge, 0, 0 }
+  local work = Keys.queue(queue, 'work')
+  local offset, chunk = 0, want
+  while #candidates < want do
+    local found = redis.call('zrevrange', work, offset, offset + chunk - 1, 'WITHSCORES')
+    for index = 1, #found, 2 do
+      local order, expires_at = peek_order(found[index])
+      local stalled = tonumber(found[index + 1]) == math.huge
+      if stalled then
+        order = { math.huge, 0, 0 }
+      end
+      if stalled or expires_at == nil or expires_at > now then
+        candidates[#candidates + 1] = { jid = found[index], order = order, rank = #candidates }
+      end
     end
-    candidates[#candidates + 1] = { jid = work[index], order = order, rank = index }
+    if #found < 2 * chunk then
+      break
+    end
+    offset = offset + chunk
+    chunk = math.max(want - #candidates, 16)
   end
+  local ranked = #candidates
   local due = redis.call('zrangebyscore', Keys.queue(queue, 'scheduled'), '-inf', at,
     'WITHSCORES')
   for index = 1, #due, 2 do
-    local order = Queue.order(due[index])
+    local order, expires_at = peek_order(due[index])
     order[2] = tonumber(due[index + 1])
-    candidates[#candidates + 1] = { jid = due[index], order = order, rank = #work + index }
+    if expires_at == nil or expires_at > now then
+      candidates[#candidates + 1] = { jid = due[index], order = order, rank = ranked + index }
+    end
   end
   table.sort(candidates, function(a, b)
     if Queue.ahead(a.order, b.order) then

@@ -3,7 +3,8 @@
 -------------------------------------------------------------------------------
 -- Assembled by lanner.engines.redis.script.build_script() from, in order:
 -- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
--- worker.lua, job.lua, queue.lua, recurring.lua, lanner.lua, api.lua.
+-- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, lanner.lua,
+-- api.lua.
 --
 -- CALLING CONVENTION
 --   EVALSHA <sha> 0 <command> <now> <arg>...
@@ -23,12 +24,18 @@
 --       Job <jid> not in the depends state: <state>
 --       Job <jid> is a dependency of <jid>, which is not being canceled
 --       Recurring job <jid> does not exist
+--       Queue full: '<queue>' is at its max-items|max-size (<bound>)
+--       Payload too large: <n> bytes of data, over the max-item-size <bound>
+--         of queue '<queue>'
 --
 -- COMMANDS (after <now>; [] optional; "JSON" = a JSON text reply)
 --   get jid                                  JSON job, or nil
 --   multiget jid...                          JSON list of the jobs that exist
 --   put worker queue jid klass data delay [priority p] [tags JSON] [retries r]
 --       [depends JSON]                       jid. Creates, or moves an existing job
+--                                            (lanner: bounded and fanout queues,
+--                                            and options if_exists, expires_at:
+--                                            see the end of this header)
 --   requeue (as put)                         jid; the job must exist
 --   pop queue worker count                   JSON list of jobs now locked
 --   peek queue count                         JSON list of the jobs pop would give
@@ -104,6 +111,14 @@
 --                                 delay ends
 --       result                    lanner: JSON text its task returned, kept by a
 --                                 completed job (complete's `result` option)
+--       lanner_size               lanner: the bytes of data its queue counts for
+--                                 it (ql:lanner:usage:<queue>), set when it
+--                                 entered the queue (put, advance, unfail,
+--                                 spawn) and given back when it leaves; missing
+--                                 (a job stored by an older script) = 0
+--       lanner_expires_at         lanner: the time from which it is dropped
+--                                 instead of popped while waiting (put's
+--                                 expires_at, capped by <queue>-max-age)
 --   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
 --                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at
@@ -149,7 +164,11 @@
 --                                 (30), histogram-history (7), and without a
 --                                 listed default: max-job-history (100),
 --                                 max-worker-age (86400), <queue>-heartbeat,
---                                 <queue>-max-concurrency (0 = unlimited)
+--                                 <queue>-max-concurrency (0 = unlimited); and
+--                                 lanner's bounds (0 or unset = none):
+--                                 <queue>-max-items, <queue>-max-size (bytes),
+--                                 <queue>-max-item-size, <queue>-max-age
+--                                 (seconds), <queue>-discard-old-when-full (1)
 --
 --   ql:s:wait:<day>:<queue>       HASH   wait timings of jobs popped that day;
 --   ql:s:run:<day>:<queue>        HASH   run timings of jobs completed that day.
@@ -179,11 +198,24 @@
 --                                 finish (lanner.await) -> until when
 --   ql:lanner:finished:<jid>      LIST   lanner only: a token pushed when an
 --                                 awaited job finishes; expires after 60 s
+--   ql:lanner:usage:<queue>       HASH   lanner only (LIMITS, FANOUT): bytes (the
+--                                 lanner_size of its live jobs: waiting,
+--                                 scheduled, depends, running, stalled), total
+--                                 (jobs that entered it), expired, discarded,
+--                                 children (members of ql:lanner:children:
+--                                 <queue>). Its items are the sizes of its -work,
+--                                 -scheduled, -locks and -depends
+--   ql:lanner:children:<parent>   SET    lanner only (FANOUT): the children
+--                                 <child> of a parent queue: a pop or peek of
+--                                 <parent>+<child> adds one, queue.forget of it
+--                                 removes it
 --
 -- PUB/SUB CHANNELS
 --   ql:log            JSON {jid, event, ...}: put, completed, advanced, failed,
---                     lock_lost, canceled; and {option, event, value} for
---                     config_set / config_unset
+--                     lock_lost, canceled, and lanner's expired and discarded
+--                     {jid, queue, event} (LIMITS dropped the job; a tracked
+--                     one is also announced on ql:canceled); and {option,
+--                     event, value} for config_set / config_unset
 --   ql:w:<worker>     JSON lock_lost / canceled, for the worker losing the job
 --   ql:track, ql:untrack, and for tracked jobs only ql:put, ql:popped,
 --   ql:stalled, ql:completed, ql:failed, ql:canceled: the bare jid
@@ -192,12 +224,36 @@
 -- can clash with them). Arguments after <now>, as for the commands above.
 --   lanner.put_many worker JSON              array of the jids put. JSON is an
 --       array of {queue, jid, klass, data (JSON text), delay, priority, tags,
---       retries, depends, if_exists}, each checked like put's arguments before
---       any is put (all or nothing)
+--       retries, depends, if_exists, expires_at}, each checked like put's
+--       arguments before any is put (all or nothing)
 --   put's and put_many's option if_exists: move (qless's put, the default),
 --       keep (a waiting, scheduled, depends, running or stalled job of the
 --       jid is kept as it is, nothing stored) or move-unless-running (error
 --       `Job <jid> is running: ...` instead of moving a running job)
+--   put's and put_many's option expires_at: a time from which the job, while
+--       waiting, is dropped instead of popped (counted expired in its queue);
+--       the queue's max-age caps it (spawned runs get that cap too)
+--   Bounded queues (LIMITS): put, requeue and lanner.put_many check every job
+--       going into a queue with max-items, max-size or max-item-size before
+--       writing anything: data over max-item-size is refused (Payload too
+--       large); a job that would take the queue over max-items or max-size is
+--       refused (Queue full) unless the queue discards old jobs when full:
+--       then its oldest waiting jobs (the front of -work, then those the call
+--       put, in put order) are dropped (counted discarded) until it fits, and
+--       only if dropping them all is not enough is it refused. Jobs that come
+--       in otherwise (advance, unfail, recurring runs) are counted, not
+--       checked. pop drops waiting jobs past their lanner_expires_at as cancel
+--       would (jobs depending on one go on without it), at most 1000 per pop
+--       (then a wake-up token is left); peek (lanner.peek) leaves them out
+--   Fanout queues (FANOUT): a put into <parent> (a queue without '+') also
+--       puts, in the same call, <jid>+<child> into <parent>+<child> for each
+--       registered child: same klass, data, delay, priority, tags, retries,
+--       if_exists and expires_at (capped by the child's max-age), no depends;
+--       a copy its child's bounds refuse is dropped (counted discarded there),
+--       and a copy whose job is running is left alone under
+--       move-unless-running. A put into a child reaches only the child.
+--   lanner.usage queue                       [items, bytes, total, expired,
+--       discarded] (integers)
 --   complete's option `result r`: JSON text the completed job keeps
 --   lanner.complete_many worker queue jid... array of the jids completed; jids
 --       whose lock the worker no longer holds in the queue are skipped

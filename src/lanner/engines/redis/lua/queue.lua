@@ -334,17 +334,19 @@ function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
 end
 
 -- Create a job, or move an existing one (from whatever queue and state it is
--- in). options: priority, tags (list), retries, depends (list); on a move an
--- option left out keeps the job's old value, and depends replaces the old
--- dependencies only when given. `worker` is who asks: if the job was running
--- for somebody else, that worker is told it lost the lock. `spawned_from` is
--- the recurring template of a spawned job. Returns the jid.
-local PUT_PROBE = { 'state', 'grace', 'scheduled' }
+-- in). options: priority, tags (list), retries, depends (list), and lanner's
+-- if_exists and expires_at; on a move an option left out keeps the job's old
+-- value (but expires_at: none), and depends replaces the old dependencies
+-- only when given. `worker` is who asks: if the job was running for somebody
+-- else, that worker is told it lost the lock. `spawned_from` is the recurring
+-- template of a spawned job. Returns the jid, and true if if_exists kept a
+-- live job as it was. (LIMITS' bounds and FANOUT's copies are the caller's:
+-- Limits.put; the queue's max-age applies here, to spawned runs too.)
+local PUT_PROBE = { 'state', 'grace', 'scheduled', 'lanner_expires_at' }
 
--- What lanner's `if_exists` put option finds live: `keep` keeps such a job
--- as it is (put stores nothing), `move-unless-running` refuses to move a
--- running one. Without the option (or with `move`), put moves, as qless does.
-local LIVE = { waiting = true, scheduled = true, depends = true, running = true, stalled = true }
+-- What lanner's `if_exists` put option finds live (LIVE): `keep` keeps such
+-- a job as it is (put stores nothing), `move-unless-running` refuses to move
+-- a running one. Without the option (or with `move`), put moves, as qless does.
 
 function Queue.kept_or_refused(jid, if_exists)
   if if_exists == nil or if_exists == 'move' or (fresh_jids and fresh_jids[jid]) then
@@ -362,20 +364,20 @@ end
 
 function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned_from)
   if Queue.kept_or_refused(jid, options.if_exists) then
-    return jid
+    return jid, true
   end
-  -- Mostly the job is new: a look at three fields tells, before loading all.
-  -- Only fields the hash has need deleting (grace and scheduled).
-  local old, grace, scheduled
+  -- Mostly the job is new: a look at a few fields tells, before loading all.
+  -- Only fields the hash has need deleting (grace, scheduled, an expiry).
+  local old, grace, scheduled, expiry
   if fresh_jids and fresh_jids[jid] then
     fresh_jids[jid] = nil -- a second put of it in the batch finds the first
   else
     local probe, raw = Job.load(jid, PUT_PROBE)
     if probe == nil then
-      grace, scheduled = present(raw[2]), present(raw[3])
+      grace, scheduled, expiry = present(raw[2]), present(raw[3]), present(raw[4])
     else
-      old, raw = Job.load(jid)
-      grace, scheduled = present(raw[15]), present(raw[16])
+      old, raw = Job.load(jid, Job.EXPIRY_FIELDS)
+      grace, scheduled, expiry = present(raw[15]), present(raw[16]), present(raw[18])
     end
   end
   local priority, retries, tags = options.priority, options.retries, options.tags
@@ -409,20 +411,34 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   Job.add_dependencies(jid, options.depends or {})
 
   local key = Keys.job(jid)
+  -- The queue counts the data's bytes (Lua's # counts bytes) until the job
+  -- leaves it, which gives back exactly this (lanner_size).
+  local size = #data
+  Limits.entered(queue, size)
+  -- lanner_size right after jid: a new hash keeps its fields in this order,
+  -- and HMGET finds those at the front soonest.
   local fields = {
-    'jid', jid, 'klass', klass, 'data', data, 'priority', priority,
+    'jid', jid, 'lanner_size', size, 'klass', klass, 'data', data, 'priority', priority,
     'tags', Json.array(tags), 'queue', queue, 'worker', '', 'expires', 0,
     'retries', retries, 'remaining', retries,
   }
   if spawned_from ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'spawned_from_jid', spawned_from
   end
-  if grace ~= nil and scheduled ~= nil then
-    redis.call('hdel', key, 'grace', 'scheduled')
-  elseif grace ~= nil then
-    redis.call('hdel', key, 'grace')
-  elseif scheduled ~= nil then
-    redis.call('hdel', key, 'scheduled')
+  local expires_at = Limits.expiry(now, queue, options.expires_at)
+  if expires_at ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_expires_at', Num.str(expires_at)
+    expiry = nil
+  end
+  if grace ~= nil or scheduled ~= nil or expiry ~= nil then
+    local stale = {}
+    for field, value in pairs({ grace = grace, scheduled = scheduled,
+        lanner_expires_at = expiry }) do
+      if value ~= nil then
+        stale[#stale + 1] = field
+      end
+    end
+    redis.call('hdel', key, unpack(stale))
   end
   Job.record(now, jid, 'put', { q = queue })
   -- A new job given no dependencies has none (a job's sets go with its hash).
@@ -643,10 +659,23 @@ local function objects(jids, locked)
   return result
 end
 
+-- At most this many waiting jobs past their expires_at are dropped per pop
+-- (LIMITS), so that a backlog of them cannot make one call long; a pop that
+-- stops there leaves a wake-up token, so a worker comes back for the rest.
+local EXPIRE_BATCH = 1000
+
+-- Whether a job read from -work is a waiting job whose time is up (LIMITS).
+-- A stalled job (its lock ran out, or `timeout`) is not: it was handed out.
+local function past_expiry(job, now)
+  local expires_at = job.lanner_expires_at
+  return expires_at ~= nil and expires_at <= now and job.state == 'waiting'
+end
+
 -- Lock up to `count` jobs for `worker`: expired locks first, then waiting jobs
--- by score. Returns their objects.
+-- by score, dropping those past their expiry. Returns their objects.
 function Queue.pop(now, queue, worker, count)
   Worker.seen(now, worker)
+  Limits.register(queue)
   if redis.call('sismember', Keys.paused, queue) == 1 then
     Lanner.quiet(queue)
     return {}
@@ -661,21 +690,45 @@ function Queue.pop(now, queue, worker, count)
   -- in this call, so the reply is built without reading them back.
   local locked = {}
   local batch = { work = {}, locks = {} }
+  local dropped, capped = 0, false
   if #taken < limit then
-    local jids = redis.call('zrevrange', Keys.queue(queue, 'work'), 0, limit - #taken - 1)
-    for _, jid in ipairs(jids) do
-      local job = Job.load(jid)
-      if job == nil then
-        redis.call('zrem', Keys.queue(queue, 'work'), jid)
-      else
-        lock(now, queue, worker, job, true, batch)
-        taken[#taken + 1] = jid
-        locked[jid] = job
+    -- Reads -work from its front, in rounds: each locks what it can, then
+    -- drops what had expired (which may release jobs that depended on it),
+    -- and the next reads the front again, until `count` is filled.
+    local work = Keys.queue(queue, 'work')
+    while #taken < limit do
+      local want = limit - #taken
+      local jids = redis.call('zrevrange', work, 0, want - 1)
+      local expired, dangling = {}, {}
+      for _, jid in ipairs(jids) do
+        local job = Job.load(jid, Job.POP_FIELDS)
+        if job == nil then
+          dangling[#dangling + 1] = jid
+        elseif past_expiry(job, now) then
+          expired[#expired + 1] = jid
+        else
+          lock(now, queue, worker, job, true, batch)
+          taken[#taken + 1] = jid
+          locked[jid] = job
+        end
+      end
+      flush_locks(queue, worker, batch)
+      batch.work, batch.locks = {}, {}
+      call_spread('zrem', work, dangling, 1000)
+      for _, jid in ipairs(expired) do
+        Limits.drop(now, Job.load(jid), 'expired')
+      end
+      dropped = dropped + #expired
+      capped = dropped >= EXPIRE_BATCH
+      if capped or (#jids < want and #expired == 0) then
+        break
       end
     end
-    flush_locks(queue, worker, batch)
   end
   Lanner.after_pop(queue, free ~= nil and #taken >= free, left_over)
+  if capped then
+    Lanner.notify(queue, 1)
+  end
   return objects(taken, locked)
 end
 
@@ -683,6 +736,7 @@ end
 -- due recurring jobs and promotes due scheduled ones; unlike pop it ignores
 -- pause and max-concurrency, and leaves expired locks alone.
 function Queue.peek(now, queue, count)
+  Limits.register(queue)
   Queue.catch_up(now, queue)
   local jids = {}
   if count > 0 then
@@ -803,6 +857,7 @@ function Queue.forget(queues)
   for _, queue in ipairs(queues) do
     redis.call('zrem', Keys.queues, queue)
     remembered[queue] = nil
+    Limits.unregister(queue)
   end
 end
 
@@ -843,8 +898,10 @@ function Queue.unfail(now, queue, group, count)
     if job ~= nil and job.state == 'failed' then
       local jid = job.jid
       Job.forget_failure(now, job, false)
+      local size = #(job.data or '')
+      Limits.entered(queue, size)
       redis.call('hmset', Keys.job(jid), 'queue', queue, 'worker', '', 'expires', 0,
-        'remaining', job.retries)
+        'remaining', job.retries, 'lanner_size', size)
       Job.record(now, jid, 'put', { q = queue })
       Queue.enqueue(now, queue, jid, 0)
       Events.put(jid, queue)
