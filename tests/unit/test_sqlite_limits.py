@@ -317,15 +317,15 @@ def test_a_refused_put_many_stores_nothing_and_discards_nothing(engine: SQLiteEn
     assert usage(engine) == (1, 2, 1, 0, 0)
 
 
-def test_discard_old_drops_the_lowest_priority_first(engine: SQLiteEngine) -> None:
+def test_discard_old_drops_from_the_head_for_every_job_of_a_put(engine: SQLiteEngine) -> None:
     engine.config_set("q-max-items", 3)
     engine.config_set("q-discard-old-when-full", 1)
     engine.put("q", "urgent", "Task", priority=5, now=T0)
-    engine.put("q", "low1", "Task", now=T0 + 1)
-    engine.put("q", "low2", "Task", now=T0 + 2)
-    engine.put("q", "new1", "Task", now=T0 + 3)  # drops low1: the oldest of the lowest
+    engine.put("q", "old1", "Task", now=T0 + 1)
+    engine.put("q", "old2", "Task", now=T0 + 2)
+    engine.put("q", "new1", "Task", now=T0 + 3)  # drops urgent: what a pop gives next
     engine.put_many([NewJob("q", "new2", "Task"), NewJob("q", "new3", "Task")], now=T0 + 4)
-    assert [job.jid for job in engine.pop("q", "w1", 5, now=T0 + 5)] == ["urgent", "new2", "new3"]
+    assert [job.jid for job in engine.pop("q", "w1", 5, now=T0 + 5)] == ["new1", "new2", "new3"]
     assert usage(engine)[4] == 3
 
 
@@ -336,8 +336,8 @@ def test_discard_old_reads_few_jobs_of_a_long_queue(engine: SQLiteEngine) -> Non
     engine.config_set("q-discard-old-when-full", 1)
     engine.put_many([NewJob("q", f"new{k}", "Task", priority=9) for k in range(50)], now=T0 + 1)
     left = [job.jid for job in engine.pop("q", "w1", 200, now=T0 + 2)]
-    assert left == [f"new{k}" for k in range(50)] + [f"j2-{k}" for k in range(40)] + [
-        f"j1-{k}" for k in range(10, 40)
+    assert left == [f"new{k}" for k in range(50)] + [f"j1-{k}" for k in range(10, 40)] + [
+        f"j0-{k}" for k in range(40)
     ]
 
 
