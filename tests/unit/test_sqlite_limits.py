@@ -317,13 +317,13 @@ def test_a_refused_put_many_stores_nothing_and_discards_nothing(engine: SQLiteEn
     assert usage(engine) == (1, 2, 1, 0, 0)
 
 
-def test_discard_old_drops_the_head_of_the_queue_first(engine: SQLiteEngine) -> None:
+def test_discard_old_drops_from_the_head_for_every_job_of_a_put(engine: SQLiteEngine) -> None:
     engine.config_set("q-max-items", 3)
     engine.config_set("q-discard-old-when-full", 1)
     engine.put("q", "urgent", "Task", priority=5, now=T0)
-    engine.put("q", "low1", "Task", now=T0 + 1)
-    engine.put("q", "low2", "Task", now=T0 + 2)
-    engine.put("q", "new1", "Task", now=T0 + 3)  # drops urgent: what pop gives next
+    engine.put("q", "old1", "Task", now=T0 + 1)
+    engine.put("q", "old2", "Task", now=T0 + 2)
+    engine.put("q", "new1", "Task", now=T0 + 3)  # drops urgent: what a pop gives next
     engine.put_many([NewJob("q", "new2", "Task"), NewJob("q", "new3", "Task")], now=T0 + 4)
     assert [job.jid for job in engine.pop("q", "w1", 5, now=T0 + 5)] == ["new1", "new2", "new3"]
     assert usage(engine)[4] == 3

@@ -36,9 +36,7 @@ def forget(conn: sqlite3.Connection, queues: Sequence[str]) -> None:
 
 
 def _children(conn: sqlite3.Connection, parent: str) -> list[str]:
-    found = conn.execute(
-        "SELECT child FROM fanout WHERE parent = ? ORDER BY child", (parent,)
-    ).fetchall()
+    found = conn.execute("SELECT child FROM fanout WHERE parent = ? ORDER BY child", (parent,))
     return [row[0] for row in found]
 
 
@@ -47,11 +45,10 @@ def copies(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[NewJob]:
     put into `parent+child`, are not copied further)."""
     # One lookup per parent (a put has one, mostly): several times cheaper than one
     # statement over a JSON list of them.
-    children = {
-        parent: found
-        for parent in {job.queue for job in jobs if "+" not in job.queue}
-        if (found := _children(conn, parent))
-    }
+    children: dict[str, list[str]] = {}
+    for parent in {job.queue for job in jobs}:
+        if "+" not in parent and (found := _children(conn, parent)):
+            children[parent] = found
     if not children:
         return []
     return [

@@ -61,7 +61,7 @@ def admit(
     copies: Sequence[NewJob],
     config: settings.Config,
     now: float,
-) -> list[NewJob]:
+) -> Sequence[NewJob]:
     """The jobs a put stores: all of `puts` and the `copies` their queues take.
 
     A job over its queue's max-item-size raises `PayloadTooLarge`; one that would take the
@@ -70,7 +70,7 @@ def admit(
     (nothing is stored: the caller's transaction rolls back). A fanout copy refused so is
     dropped instead, counted as discarded.
     """
-    batch = [*puts, *copies]
+    batch = [*puts, *copies] if copies else puts
     limited = {q: b for q in {job.queue for job in batch} if (b := bounds(config, q))}
     if not limited:
         return batch

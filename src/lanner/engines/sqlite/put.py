@@ -9,6 +9,7 @@ by the engine's put alone; every store caps the jobs' expiry by their queue's ma
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Mapping, Sequence, Set
 from typing import Any, Final
@@ -105,7 +106,7 @@ def store(
         "expires_at, size) "
         "VALUES (:jid, :klass, :queue, :data, :priority, :tags, :state, :seq, :ready_at, "
         ":retries, :retries, '', 0, 0, 0, :spawned_from, '[' || :event || ']', "
-        ":expires_at, :size) "
+        "NULLIF(:expires_at, 9e999), :size) "
         "ON CONFLICT(jid) DO UPDATE SET klass = excluded.klass, queue = excluded.queue, "
         "data = excluded.data, priority = excluded.priority, tags = excluded.tags, "
         "state = excluded.state, seq = excluded.seq, ready_at = excluded.ready_at, "
@@ -169,7 +170,10 @@ def _job_row(
         "state": state.value,
         "ready_at": at + job.delay,
         "retries": retries,
-        "expires_at": expiry(job.expires_at, age, at) if age else job.expires_at,
+        # Never None: the sqlite3 module binds None only after failing to adapt it (an
+        # AttributeError made and dropped, about a microsecond per job); SQL makes the
+        # infinity NULL (never expires).
+        "expires_at": expiry(job.expires_at, age, at) if age else _never(job.expires_at),
         "event": put_event(job.queue, at),
         "cap": cap,
         # Not SQL parameters: what the caller stores beside the job row.
@@ -187,6 +191,10 @@ def max_age(config: settings.Config, queue: str) -> float:
 def utf8_size(data: str) -> int:
     """The bytes of `data` in UTF-8, as `jobs.size` and the max-*-size bounds count them."""
     return len(data) if data.isascii() else len(data.encode("utf-8", "surrogatepass"))
+
+
+def _never(expires_at: float | None) -> float:
+    return math.inf if expires_at is None else expires_at
 
 
 def expiry(expires_at: float | None, age: float, put_at: float) -> float:

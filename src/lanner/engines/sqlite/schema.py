@@ -14,7 +14,7 @@ One database file holds everything; every process on the machine may open it.
     config          config_set values, JSON-encoded; defaults live in lanner.engine
     counters        `seq` (insertion order of jobs) and `complete` (completed jobs kept)
     queue_usage     LIMITS, per queue: the jobs it holds (items, bytes of their `size`),
-                    kept by triggers on `jobs`; the jobs put into it, expired, discarded
+                    kept as jobs change (see its trigger); jobs put, expired, discarded
     fanout          FANOUT: (parent, child) for every `parent+child` popped or peeked
 
 A job's state picks the partial index it sits in, so each lookup of pop, retry or the
@@ -70,7 +70,7 @@ CREATE TABLE fanout (
 
 -- A put checks a queue's bounds against its usage, so usage is kept on every change of a
 -- job's state, queue or size, whatever the command: it cannot drift from the jobs. The
--- WHEN clauses leave the common changes (waiting to running and back) without a write.
+-- WHEN clause leaves the common changes (waiting to running and back) without a write.
 -- The two hot changes are counted by the one place that makes each, one row update per
 -- command where a trigger would cost one per job: new jobs by put.store (an INSERT, which
 -- no trigger counts; put.store also counts total_items), completions by jobs.finish.
