@@ -57,7 +57,7 @@ LIMIT_SETTINGS: Final = (
 `max-items` jobs and `max-size` bytes of data the queue may hold (not finished); a job whose
 data is over `max-item-size` bytes is refused (`PayloadTooLarge`); `max-age` seconds caps
 each job's `expires_at` at its put; `discard-old-when-full` 1 makes a put into a full queue
-drop its oldest waiting jobs (`QueueFull` otherwise). 0 or unset: no bound."""
+drop waiting jobs from its head, in pop order (`QueueFull` otherwise). 0 or unset: no bound."""
 
 
 def limit_setting(key: str) -> tuple[str, str] | None:
@@ -162,8 +162,9 @@ class Engine(EngineHooks):
 
         LIMITS: the job is dropped, never handed out, once `expires_at` (a Unix time) is past
         while it waits; the queue's `max-age` caps it. A put into a queue at its `max-items`
-        or `max-size` drops the oldest waiting jobs if the queue discards old ones when
-        full, else raises `QueueFull`; data over `max-item-size` raises `PayloadTooLarge`.
+        or `max-size` drops waiting jobs from the queue's head (pop order) if it discards
+        old ones when full, else raises `QueueFull`; data over `max-item-size` raises
+        `PayloadTooLarge`.
         FANOUT: a put into `q` also puts the job into every `q+<child>` popped or peeked at
         least once, as jid `<jid>+<child>` (without `depends`; a child that is full and does
         not discard drops its copy, counted as discarded).
