@@ -537,7 +537,8 @@ def test_publish_bad_queue_name(cli: click.Group, url: str, task_module: str) ->
 
 def test_register_adds_every_admin_command(cli: click.Group) -> None:
     assert sorted(cli.commands) == [
-        "cancel", "failed", "job", "jobs", "pause", "publish", "retry", "status", "unpause",
+        "cancel", "failed", "job", "jobs", "pause", "publish", "retry", "stats", "status",
+        "unpause",
     ]  # fmt: skip
 
 
@@ -546,7 +547,7 @@ def test_lanner_has_every_command() -> None:
 
     assert sorted(main.commands) == [
         "bench", "cancel", "chaos", "demo", "failed", "job", "jobs", "pause", "publish",
-        "redis-script", "retry", "serve", "simulate", "status", "unpause", "worker",
+        "redis-script", "retry", "serve", "simulate", "stats", "status", "unpause", "worker",
     ]  # fmt: skip
 
 
