@@ -35,6 +35,7 @@ def _register_subcommands() -> None:
     from lanner.commands import register_admin
     from lanner.commands.demo import demo
     from lanner.commands.serve import serve
+    from lanner.commands.web import web
     from lanner.commands.worker import worker
     from lanner.simulate.cli import simulate
 
@@ -46,6 +47,7 @@ def _register_subcommands() -> None:
     main.add_command(redis_script)
     main.add_command(serve)
     main.add_command(simulate)
+    main.add_command(web)
 
 
 _register_subcommands()

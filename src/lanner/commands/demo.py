@@ -47,20 +47,32 @@ class QueueReport:
 
 @click.command()
 @click.option("-c", "--concurrency", default=2, show_default=True, type=click.IntRange(min=1))
-def demo(concurrency: int) -> None:
+@click.option("--db", "database", type=click.Path(dir_okay=False),
+              help="Keep the demo's database in FILE (new), to watch it with "
+                   "`lanner web --broker sqlite:///FILE` while it runs, and after.")  # fmt: skip
+def demo(concurrency: int, database: str | None) -> None:
     """Run a worker pool on a mixed workload in a fresh SQLite database, with live progress."""
+    if database is not None and Path(database).exists():
+        raise click.ClickException(f"{database} exists: the demo starts from a new database")
     logs.configure(logging.ERROR)
-    if not run_demo(Console(), processes=concurrency):
+    if not run_demo(Console(), processes=concurrency, database=database):
         raise click.ClickException("some demo jobs did not complete")
 
 
-def run_demo(console: Console, *, processes: int = 2, directory: str | None = None) -> bool:
-    """Run the demo; True if every job completed."""
+def run_demo(
+    console: Console,
+    *,
+    processes: int = 2,
+    directory: str | None = None,
+    database: str | None = None,
+) -> bool:
+    """Run the demo (in `database`, else a file of a new folder in `directory` that goes
+    away after); True if every job completed."""
     from lanner.commands.demo_workload import QUEUES
     from lanner.worker.pool import WorkerPool  # here, so that `lanner --help` need not load it
 
     with tempfile.TemporaryDirectory(prefix="lanner-demo-", dir=directory) as folder:
-        url = f"sqlite:///{Path(folder, 'demo.db')}"
+        url = f"sqlite:///{Path(database).absolute() if database else Path(folder, 'demo.db')}"
         settings = Settings(broker=url, retry_delay_multiple_sec=0.2, retry_delay_max_sec=1.0)
         app = App(url, settings=settings, queues=QUEUES)
         set_default_app(app)

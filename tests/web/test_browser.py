@@ -1,0 +1,123 @@
+"""The dashboard as a person uses it: headless Chromium (Debian's) driven by Playwright,
+over a real server (`WebThread`) and a SQLite file with real jobs.
+
+It opens the queues, follows a failed job to its traceback, signs in, retries the job from
+the page, and watches a job published meanwhile appear without reloading. Screenshots go
+to the test's folder, or to LANNER_SCREENSHOTS (docs/images: `scripts/screenshots`).
+Under CI a missing browser is a failure (`.ci/run` installs it), elsewhere a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lanner import Engine
+from lanner.job import JobState
+from lanner.web import WebThread
+
+from .conftest import TOKEN, populate, until
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    if CHROMIUM is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed: .ci/run installs Debian's chromium")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("LANNER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_a_failure_found_read_and_retried_from_the_browser(
+    browser: object, sqlite_engine: Engine, served: WebThread, shots: Path
+) -> None:
+    from playwright.sync_api import Browser, expect
+
+    assert isinstance(browser, Browser)
+    jids = populate(sqlite_engine)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text)
+            if message.type == "error" else None)  # fmt: skip
+    page.goto(served.url + "/")
+    expect(page.locator('tr[data-queue="emails"]')).to_be_visible()
+    expect(page.locator('tr[data-queue="reports"] td.waiting')).to_have_text("1")
+    expect(page.locator("#live-status")).to_have_class("live on")
+
+    # Live: a job published now shows up in the table without a reload.
+    sqlite_engine.put("reports", "job-live", "tasks.report", "{}")
+    expect(page.locator('tr[data-queue="reports"] td.waiting')).to_have_text("2")
+    expect(page.locator("#feed")).to_contain_text("put queue=reports jid=job-live")
+    page.screenshot(path=str(shots / "web-overview.png"), full_page=True)
+
+    # A failure: its group, then the job and its traceback.
+    page.click("text=1 failed jobs in 1 groups")
+    page.click("text=tasks.send-ValueError")
+    page.click(f"a.jid:text-is('{jids['failed']}')")
+    expect(page.locator("#traceback")).to_contain_text("ValueError: no such address")
+    assert page.locator("button[data-action=retry-job]").count() == 0  # not signed in
+    page.screenshot(path=str(shots / "web-failed-job.png"), full_page=True)
+
+    # Sign in, then retry it from its page.
+    page.click("text=Sign in")
+    page.fill("input[name=token]", TOKEN)
+    page.click("button:text-is('Sign in')")
+    expect(page.locator(".flash")).to_have_text("signed in")
+    expect(page.locator("#traceback")).to_be_visible()  # back on the job's page
+    page.click("button[data-action=retry-job]")
+    expect(page.locator(".flash")).to_contain_text(f"retried {jids['failed']} into emails")
+    job = sqlite_engine.get(jids["failed"])
+    assert job is not None
+    assert job.state is JobState.WAITING
+
+    page.goto(served.url + "/queues/emails")
+    expect(page.locator("svg.chart")).to_have_count(4)
+    page.screenshot(path=str(shots / "web-queue.png"), full_page=True)
+    assert errors == []  # no script errors, no CSP violations
+
+
+def test_a_page_of_another_site_cannot_act(
+    browser: object, sqlite_engine: Engine, served: WebThread, tmp_path: Path
+) -> None:
+    """A signed-in browser that opens a hostile page posting to the dashboard: refused."""
+    from playwright.sync_api import Browser
+
+    assert isinstance(browser, Browser)
+    populate(sqlite_engine)
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(served.url + "/login")
+    page.fill("input[name=token]", TOKEN)
+    page.click("button:text-is('Sign in')")
+    hostile = tmp_path / "hostile.html"
+    hostile.write_text(
+        f'<form id="f" method="post" action="{served.url}/act/pause">'
+        '<input name="queue" value="emails"><input name="csrf" value="guessed"></form>'
+        "<script>document.getElementById('f').submit()</script>"
+    )
+    page.goto(hostile.as_uri())
+    until(lambda: page.url.startswith(served.url))
+    assert not sqlite_engine.queue_counts("emails").paused
+    context.close()
