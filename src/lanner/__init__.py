@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from lanner.context import current_job
     from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
     from lanner.engines import open_engine
+    from lanner.events import EventStream
     from lanner.handle import JobHandle
     from lanner.job import Failure, HistoryEvent, Job, JobState
     from lanner.operations import drain, list_jobs, retry_failed
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from lanner.records import (
         DEFAULT_RETRIES,
         ConfigValue,
+        Event,
         JobPage,
         NewJob,
         QueueCounts,
@@ -92,6 +94,8 @@ _LAZY: dict[str, str] = {
     "Failure": "lanner.job",
     "HistoryEvent": "lanner.job",
     "NewJob": "lanner.records",
+    "Event": "lanner.records",
+    "EventStream": "lanner.events",
     "JobPage": "lanner.records",
     "QueueCounts": "lanner.records",
     "QueueStats": "lanner.records",
@@ -122,6 +126,8 @@ __all__ = [
     "DecodeError",
     "Engine",
     "EngineUnavailable",
+    "Event",
+    "EventStream",
     "Failure",
     "HistoryEvent",
     "ImproperlyConfiguredException",

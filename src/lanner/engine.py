@@ -17,6 +17,7 @@ from typing import Final, Self
 
 from lanner import checks, names, values
 from lanner.errors import Unsupported
+from lanner.events import EventStream
 from lanner.hooks import EngineHooks
 from lanner.job import Job
 from lanner.records import (
@@ -117,6 +118,8 @@ class Capability(StrEnum):
     LIMITS = "limits"
     # Kestrel's fanout: a put to `q` also puts a copy into every `q+<child>` read so far
     FANOUT = "fanout"
+    # events(): a live feed of what happens in the store (lanner.events, docs/events.md)
+    EVENTS = "events"
 
 
 class Engine(EngineHooks):
@@ -514,6 +517,18 @@ class Engine(EngineHooks):
 
     def config_unset(self, key: str, *, now: float | None = None) -> None:
         self._config_unset(checks.config_key(key), values.now(now))
+
+    # -- events ---------------------------------------------------------------------------
+    def events(self, *, worker: str | None = None) -> EventStream:
+        """EVENTS: a live feed of what happens in the store (docs/events.md).
+
+        Returns once the feed is live: every command that starts afterwards is delivered,
+        once, while the stream is open. With `worker`, only that worker's own events: a
+        job it held was taken away (`lock_lost`, `canceled`).
+        """
+        checked = None if worker is None else names.label(worker, "worker")
+        self._require(Capability.EVENTS, "events")
+        return self._events(checked)
 
     # -- optional capabilities ------------------------------------------------------------
     def depends_add(self, jid: str, jids: Sequence[str], *, now: float | None = None) -> None:

@@ -30,6 +30,7 @@ from lanner.records import (
 
 if TYPE_CHECKING:
     from lanner.engine import Capability, Engine
+    from lanner.events import EventStream
 
 
 class EngineHooks(abc.ABC):
@@ -191,3 +192,7 @@ class EngineHooks(abc.ABC):
 
     def _wait(self, command: checks.Wait) -> Job | None:
         raise self._missing("_wait")
+
+    def _events(self, worker: str | None) -> EventStream:
+        """The stream of `events()`, live before it is returned; `worker`: its events only."""
+        raise self._missing("_events")

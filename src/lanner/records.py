@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final, NamedTuple, TypeAlias
 
 from lanner.job import Job
@@ -33,6 +34,25 @@ class NewJob(NamedTuple):
     depends: Sequence[str] | None = None
     if_exists: str = "move"  # one of IF_EXISTS
     expires_at: float | None = None  # LIMITS: dropped, never handed out, from this Unix time
+
+
+NO_DETAILS: Final[Mapping[str, str]] = MappingProxyType({})
+
+
+class Event(NamedTuple):
+    """EVENTS: one thing that happened in the store, as `Engine.events()` delivers it.
+
+    `kind` is qless-core's event name (docs/events.md lists them, and which fields each
+    fills); a field the kind does not carry is "". `details` holds the kind's extras
+    (`failed`: group, message; `advanced`: to; `config_set`: option, value; `config_unset`:
+    option), empty for the others. `Event("gap")`: events may have been missed here.
+    """
+
+    kind: str
+    jid: str = ""
+    queue: str = ""
+    worker: str = ""
+    details: Mapping[str, str] = NO_DETAILS
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,10 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
         "put(fanout child)": lambda e: e.put("q+c", "new", "Task", now=NOW),
         "pop(fanout child)": lambda e: e.pop("q+c", "w1", now=NOW),
     },
+    Capability.EVENTS: {
+        "events": lambda e: e.events().close(),
+        "events(worker=)": lambda e: e.events(worker="w1").close(),
+    },
 }
 
 

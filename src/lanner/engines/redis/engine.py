@@ -50,7 +50,9 @@ from lanner.engines.redis.connection import (
     redis_client,
     unreachable,
 )
+from lanner.engines.redis.events import RedisEventStream
 from lanner.errors import JobNotFound
+from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
@@ -109,6 +111,9 @@ class RedisEngine(Engine):
         self._blocking.close()
         self._client.connection_pool.disconnect()
         self._blocking.connection_pool.disconnect()
+
+    def _events(self, worker: str | None) -> EventStream:
+        return RedisEventStream(self.address, self.options, worker)
 
     # -- talking to the core --------------------------------------------------------------
     def _call(self, command: str, now: float, *args: Arg, name: str | None = None) -> Any:

@@ -50,7 +50,7 @@ class SQLiteEngine(Engine):
     """The embedded engine. Safe to share between threads; reopens itself after fork."""
 
     name = "sqlite"
-    capabilities = frozenset(Capability)
+    capabilities = frozenset(Capability) - {Capability.EVENTS}  # until its events exist
 
     def __init__(self, path: str | os.PathLike[str], options: SQLiteOptions | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
