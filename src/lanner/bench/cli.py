@@ -368,3 +368,45 @@ def kestrel_command(
     about = Text(f"engine: {result.url}\n{machine.platform}, {machine.cpu_count} CPUs\n"
                  f"Python {machine.python}, lanner {machine.lanner}", style="dim")  # fmt: skip
     Console().print(Group(table, about))
+
+
+@bench.command("web")
+@click.option(
+    "--url",
+    default=None,
+    metavar="URL",
+    help="Engine to fill and browse; it should be empty. Default: SQLite "
+    "(synchronous=full) on a new temporary file, deleted afterwards.",
+)
+@click.option("--jobs", type=click.IntRange(min=100), default=100_000, show_default=True,
+              help="Jobs in the store while the pages are fetched.")  # fmt: skip
+@click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Fetches of each page.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None:
+    """Measure the dashboard: engine commands and time per page, on a store of N jobs."""
+    try:
+        from lanner.bench.web import run_web_benchmark
+    except ImportError as error:
+        raise click.ClickException(
+            f"needs the web extra: pip install 'lanner[web]' ({error})"
+        ) from None
+    errors = Console(stderr=True)
+    try:
+        with exit_on_sigterm(), progress_bar(errors) as bar:
+            result = run_web_benchmark(url, jobs, samples, RichProgress(bar))
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    table = Table(title=f"lanner web: cost per page, {result.jobs:,} jobs in the store")
+    for column in ("page", "engine commands", "median", "p95"):
+        table.add_column(column, justify="left" if column == "page" else "right")
+    for page in result.pages:
+        table.add_row(page.path, str(page.engine_calls), f"{page.median_ms:.1f} ms",
+                      f"{page.p95_ms:.1f} ms")  # fmt: skip
+    machine = result.machine
+    about = Text(f"engine: {result.url}\n{machine.platform}, {machine.cpu_count} CPUs\n"
+                 f"Python {machine.python}, lanner {machine.lanner}", style="dim")  # fmt: skip
+    Console().print(Group(table, about))

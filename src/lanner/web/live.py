@@ -17,7 +17,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Final
 
-from lanner.engine import Engine
+from lanner.engine import Capability, Engine
 from lanner.errors import LannerError
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class Hub:
                 self._loop.call_soon_threadsafe(self._deliver, json.dumps(message))
 
     def _run(self) -> None:
-        if "events" in self.engine.capabilities:  # TEMP
+        if Capability.EVENTS in self.engine.capabilities:
             self._follow_events()
         else:
             self._watch_counts()

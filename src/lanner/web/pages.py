@@ -59,6 +59,7 @@ def queue(request: Request) -> Response:
     state = request.query_params.get("state", "waiting")
     if state not in LISTINGS:
         raise MalformedArgument(f"state must be one of {', '.join(LISTINGS)}, not {state!r}")
+    offset, day = offset_of(request), day_of(request)
     context: dict[str, Any] = {
         "name": name,
         "counts": engine.queue_counts(name),
@@ -66,9 +67,8 @@ def queue(request: Request) -> Response:
         "states": LISTINGS,
     }
     if reads.has(engine, Capability.LISTING):
-        context["listing"] = reads.queue_jobs(engine, name, state, offset_of(request))
+        context["listing"] = reads.queue_jobs(engine, name, state, offset)
     if reads.has(engine, Capability.STATS):
-        day = day_of(request)
         history = reads.queue_history(engine, name, day)
         today = history[-1].stats
         context.update(
