@@ -3,7 +3,8 @@
 A child leads its own process group (so a kill of the group takes its task's
 subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM, and
 tells the supervisor over a pipe what its loop does: the batch it popped, the job it
-started (with its deadline and retry plan), the jobs it finished and completed. That is
+started (with its deadline and retry plan), the jobs it finished (how, and how long they
+ran) and completed, and the engine's failures. That is
 all the supervisor needs to step in for it, and to count running and processed jobs.
 """
 
@@ -19,6 +20,7 @@ from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.worker.loop import Limits, WorkerLoop
 from lanner.worker.processes import kill_strays, lead_own_group
+from lanner.worker.reporter import Outcome
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -48,6 +50,9 @@ class JobStopping(NamedTuple):
 class JobFinished(NamedTuple):
     jid: str
     succeeded: bool  # True: it waits to be completed
+    outcome: Outcome = ""  # completed, failed, retried, stopped (for the pool's metrics)
+    klass: str = ""  # its task's name
+    seconds: float = 0.0  # how long its task ran
 
 
 class JobsCompleted(NamedTuple):
@@ -62,6 +67,10 @@ class WorkerExiting(NamedTuple):
     reason: str
 
 
+class EngineFailed(NamedTuple):
+    """An engine command failed; the loop waits and tries again (for the pool's metrics)."""
+
+
 Report = (
     BatchPopped
     | JobStarted
@@ -70,6 +79,7 @@ Report = (
     | JobsCompleted
     | BatchSettled
     | WorkerExiting
+    | EngineFailed
 )
 
 
@@ -93,14 +103,24 @@ class PipeReporter:
     def stopping(self, jid: str, why: str) -> None:
         self._send(JobStopping(jid, why))
 
-    def finished(self, jid: str, succeeded: bool) -> None:
-        self._send(JobFinished(jid, succeeded))
+    def finished(
+        self,
+        jid: str,
+        succeeded: bool,
+        outcome: Outcome = "",
+        klass: str = "",
+        seconds: float = 0.0,
+    ) -> None:
+        self._send(JobFinished(jid, succeeded, outcome, klass, seconds))
 
     def completed(self, jids: Sequence[str]) -> None:
         self._send(JobsCompleted(list(jids)))
 
     def flushed(self) -> None:
         self._send(BatchSettled())
+
+    def engine_error(self) -> None:
+        self._send(EngineFailed())
 
 
 def child_main(

@@ -57,7 +57,7 @@ from lanner.worker.batch import Batch
 from lanner.worker.keeper import Keeper
 from lanner.worker.outage import Outage
 from lanner.worker.processes import kill_strays, rss_mb
-from lanner.worker.reporter import NoReporter, Reporter
+from lanner.worker.reporter import NoReporter, Outcome, Reporter
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -177,6 +177,7 @@ class WorkerLoop:
                 # be replaced in a loop. Finished jobs are completed once it is back; jobs
                 # popped and not started come back to the queue when their locks expire.
                 outage.failed(error)
+                self.reporter.engine_error()
                 # Jobs that ran but are not completed must be completed before their
                 # expired locks' grace period ends after the store is back, or they run
                 # again elsewhere: their holder keeps trying often.
@@ -351,6 +352,7 @@ class WorkerLoop:
             except Rejected as rejected:
                 logger.error("job %s (%s) cannot run: %s", job.jid, job.klass, rejected.message)
                 self._fail(job, rejected.group, rejected.message)
+                self.reporter.finished(job.jid, False, "failed", job.klass)
                 if self._on_error is not None:
                     self._on_error(job, TaskFailed(job.jid, rejected.group, rejected.message))
                 return
@@ -360,7 +362,8 @@ class WorkerLoop:
                 task = task_class(job, payload)
                 run_now = task.should_run_task(*args, **kwargs)
             except Exception as error:  # the task's own code: handled like run_task's errors
-                self._after_failure(task_class, None, job, error)
+                outcome = self._after_failure(task_class, None, job, error)
+                self.reporter.finished(job.jid, False, outcome, job.klass)
                 return
             if not run_now:
                 deferrals = sum(1 for event in job.history if event.what == "released")
@@ -407,16 +410,18 @@ class WorkerLoop:
             self._keeper.watch(None)  # before retry/fail: no heartbeat of a released lock
             if isinstance(error, TimeoutException | JobCancelled) and (killed := kill_strays()):
                 logger.warning("killed %d process(es) job %s left running", killed, job.jid)
-            self._after_failure(type(task), task, job, error)
-            self.reporter.finished(job.jid, succeeded=False)
+            outcome = self._after_failure(type(task), task, job, error)
+            ran = time.monotonic() - started
+            self.reporter.finished(job.jid, False, outcome, job.klass, ran)
             return
         finally:
             self._exit_if_forked()
             self._keeper.watch(None)
             self.processed += 1
         batch.ran(job.jid, result)
-        logger.debug("job %s (%s) done in %.3f s", job.jid, job.klass, time.monotonic() - started)
-        self.reporter.finished(job.jid, succeeded=True)
+        ran = time.monotonic() - started
+        logger.debug("job %s (%s) done in %.3f s", job.jid, job.klass, ran)
+        self.reporter.finished(job.jid, True, "completed", job.klass, ran)
 
     def _stop_task(self, jid: str, why: str) -> None:
         """The keeper's word that the running job is no longer this worker's: stop its task
@@ -449,13 +454,15 @@ class WorkerLoop:
 
     def _after_failure(
         self, task_class: type[Task], task: Task | None, job: Job, error: BaseException
-    ) -> None:
+    ) -> Outcome:
+        """Settle a failed run; how it ended: retried, failed, or stopped."""
         if isinstance(error, JobCancelled):
             logger.info("job %s stopped: %s", job.jid, error)
-            return  # gone, or another worker's now: nothing of this run is kept
-        self._settle_failure(task_class, task, job, error)
+            return "stopped"  # gone, or another worker's now: nothing of this run is kept
+        settled = self._settle_failure(task_class, task, job, error)
         if self._on_error is not None:
             self._on_error(job, error)
+        return "failed" if settled.permanent else "retried"
 
     def _settle_failure(
         self, task_class: type[Task], task: Task | None, job: Job, error: BaseException

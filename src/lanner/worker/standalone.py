@@ -47,7 +47,7 @@ from lanner.worker.batch import Batch
 from lanner.worker.child import STOP_SIGNALS
 from lanner.worker.loop import Limits, WorkerLoop
 from lanner.worker.processes import rss_mb
-from lanner.worker.reporter import NoReporter
+from lanner.worker.reporter import NoReporter, Outcome
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -195,7 +195,14 @@ class _Outcome(NoReporter):
     def __init__(self) -> None:
         self.succeeded: bool | None = None
 
-    def finished(self, jid: str, succeeded: bool) -> None:
+    def finished(
+        self,
+        jid: str,
+        succeeded: bool,
+        outcome: Outcome = "",
+        klass: str = "",
+        seconds: float = 0.0,
+    ) -> None:
         self.succeeded = succeeded
 
 

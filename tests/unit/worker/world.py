@@ -26,6 +26,7 @@ from lanner.selectors import resolve_selector
 from lanner.settings import Settings
 from lanner.task import Task
 from lanner.worker.loop import Limits, WorkerLoop
+from lanner.worker.reporter import Outcome
 
 QUEUE = "wl"
 WORKER = "wl-worker"
@@ -300,6 +301,7 @@ class Recorder:
     """A Reporter that remembers what the loop said."""
 
     reports: list[tuple[Any, ...]] = field(default_factory=list)
+    outcomes: list[tuple[str, Outcome, str, float]] = field(default_factory=list)
 
     def batch(self, queue: str, jids: Any) -> None:
         self.reports.append(("batch", queue, list(jids)))
@@ -310,14 +312,25 @@ class Recorder:
     def stopping(self, jid: str, why: str) -> None:
         self.reports.append(("stopping", jid, why))
 
-    def finished(self, jid: str, succeeded: bool) -> None:
+    def finished(
+        self,
+        jid: str,
+        succeeded: bool,
+        outcome: Outcome = "",
+        klass: str = "",
+        seconds: float = 0.0,
+    ) -> None:
         self.reports.append(("finished", jid, succeeded))
+        self.outcomes.append((jid, outcome, klass, seconds))
 
     def completed(self, jids: Any) -> None:
         self.reports.append(("completed", list(jids)))
 
     def flushed(self) -> None:
         self.reports.append(("flushed",))
+
+    def engine_error(self) -> None:
+        self.reports.append(("engine_error",))
 
     def retry_delays(self, jid: str) -> list[float | None]:
         return [r[3] for r in self.reports if r[0] == "started" and r[1] == jid]

@@ -1,0 +1,59 @@
+"""What the loop reports of each job's end, for the pool's metrics: its outcome, its task,
+how long it ran; and the engine's failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from lanner.errors import EngineUnavailable
+
+from .world import QUEUE, WLBoom, WLEcho, WLNoRetries, WLShouldRunRaises, WLSleepy, World
+
+pytestmark = pytest.mark.timeout(60, method="thread")
+
+
+def test_a_success_is_completed_with_its_task_and_run_time(world: World) -> None:
+    jid = world.app.publish(WLSleepy, [0.05])
+    world.work()
+    [(reported, outcome, klass, seconds)] = world.recorder.outcomes
+    assert (reported, outcome, klass) == (jid, "completed", world.get(jid).klass)
+    assert 0.05 <= seconds < 1
+
+
+def test_failures_are_retried_or_failed(world: World) -> None:
+    retried = world.app.publish(WLBoom)  # retries left
+    failed = world.app.publish(WLNoRetries)
+    world.work()
+    assert {(jid, outcome) for jid, outcome, _, _ in world.recorder.outcomes} == {
+        (retried, "retried"),
+        (failed, "failed"),
+    }
+
+
+def test_jobs_refused_before_their_task_runs_are_reported_failed(world: World) -> None:
+    world.engine.put(QUEUE, "unknown", "no.such.Task", "{}")
+    refused = world.app.publish(WLShouldRunRaises)
+    echo = world.app.publish(WLEcho, ["hi"])
+    world.work()
+    found = {
+        jid: (outcome, klass, seconds) for jid, outcome, klass, seconds in world.recorder.outcomes
+    }
+    assert found["unknown"] == ("failed", "no.such.Task", 0.0)
+    assert found[refused][0] == "failed"
+    assert found[echo][0] == "completed"
+    assert ("finished", "unknown", False) in world.recorder.reports
+
+
+def test_engine_errors_are_reported(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def away(*args: object, **kwargs: object) -> list[object]:
+        calls.append(1)
+        world.loop.stop()
+        raise EngineUnavailable("the store is away")
+
+    monkeypatch.setattr(world.engine, "pop", away)
+    world.loop.outage_first_pause = 0.01
+    world.loop.run()
+    assert calls
+    assert ("engine_error",) in world.recorder.reports
