@@ -7,8 +7,8 @@ redis-server instead (its database emptied first); one that names an sqs:// URL 
 against the session's SQS server (moto's), on a queue prefix of its own. Examples use
 only the public API: `import lanner` / `from lanner import ...` (and Kale's `lanner.task`,
 `lanner.exceptions`, `lanner.worker`, `lanner.test_utils`, the simulator's
-`lanner.simulate`, the Kestrel server's `lanner.kestrel`, and the test helpers'
-`lanner.testing`).
+`lanner.simulate`, the Kestrel server's `lanner.kestrel`, the dashboard's `lanner.web`,
+and the test helpers' `lanner.testing`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ _SQS = re.compile(r"sqs://[a-z0-9-]*(?:\?[^\s\"']*)?")
 # and the test helpers'.
 _PRIVATE_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+lanner\."
-    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|kestrel(?![\w.])|testing\b)"
+    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|kestrel(?![\w.])|testing\b"
+    r"|web(?![\w.]))"
     r"[\w.]+",
     re.M,
 )

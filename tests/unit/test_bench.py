@@ -163,3 +163,15 @@ def test_bench_kestrel_json_smoke() -> None:
         assert report["memcached_get_per_s"] > 0
     else:
         assert report["memcached_set_per_s"] is None
+
+
+def test_bench_web_counts_engine_commands_per_page() -> None:
+    result = CliRunner().invoke(main, ["bench", "web", "--jobs", "300", "--samples", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    pages = {page["path"]: page for page in report["pages"]}
+    assert report["jobs"] == 300
+    assert pages["/"]["engine_calls"] == 4 + 3  # queues, config, failures, workers + 3 stats
+    assert pages["/queues/alpha"]["engine_calls"] == 3 + 14  # counts, listing, jobs + 14 days
+    assert pages["/failures"]["engine_calls"] == 1
+    assert all(page["median_ms"] > 0 for page in report["pages"])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +123,36 @@ def test_a_page_of_another_site_cannot_act(
     until(lambda: page.url.startswith(served.url))
     assert not sqlite_engine.queue_counts("emails").paused
     context.close()
+
+
+def test_a_running_demo_seen_live(browser: object, tmp_path: Path, shots: Path) -> None:
+    """`lanner demo --db FILE` at work, watched by the dashboard as its queues drain."""
+    from playwright.sync_api import Browser, expect
+
+    import lanner
+
+    assert isinstance(browser, Browser)
+    database = tmp_path / "demo.db"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "lanner", "demo", "--db", str(database)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        until(database.exists, timeout=60)
+        with lanner.open_engine(f"sqlite:///{database}") as engine:
+            until(lambda: len(engine.queues()) == 3, timeout=60)
+            with WebThread(engine, token=TOKEN) as web:
+                page = browser.new_page(viewport={"width": 1280, "height": 720})
+                page.goto(web.url + "/")
+                expect(page.locator('tr[data-queue="low_priority"]')).to_be_visible()
+                expect(page.locator("#feed li:not(.empty)").nth(4)).to_be_attached(timeout=30_000)
+                page.screenshot(path=str(shots / "web-demo.png"))
+                assert demo.wait(timeout=120) == 0
+                done = page.locator('tr[data-queue="low_priority"] td.done')
+                expect(done).to_have_text("50", timeout=15_000)  # the table follows to the end
+    finally:
+        demo.kill()
+        stderr = demo.communicate()[1]
+    assert "Traceback" not in stderr

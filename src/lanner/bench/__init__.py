@@ -8,6 +8,7 @@
     children    the spawned child processes those phases run in
     pool        `lanner bench pool`: an App and a WorkerPool end to end
     pool_tasks  the tasks the pool benchmark runs
+    web         `lanner bench web`: engine commands and time per dashboard page
 
 Only public names of other lanner modules are used here.
 """

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 from types import FrameType
@@ -45,8 +46,18 @@ class _Server(uvicorn.Server):
 
 
 def serve(engine: Engine, host: str, port: int, token: str | None) -> None:
-    """Serve until interrupted (Ctrl-C, SIGTERM)."""
+    """Serve until interrupted (Ctrl-C, SIGTERM), then return.
+
+    uvicorn handles the signal, shuts down, then raises it again for the handler found
+    before it: that one ends the process quietly (status 0), not by the signal itself.
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _exit_quietly)
     _Server(engine, host, port, token).run()
+
+
+def _exit_quietly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 class WebThread:
