@@ -44,7 +44,7 @@ def create_app(engine: Engine, *, token: str | None = None, host: str = "127.0.0
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        hub.start()
+        await hub.start()
         try:
             yield
         finally:
@@ -108,11 +108,14 @@ def _login_page(request: Request) -> Response:
 
 
 async def _live(request: Request) -> Response:
+    """Server-sent events; the first line (`retry:`) says the page is subscribed."""
     hub: Hub = request.app.state.hub
 
     async def stream() -> AsyncIterator[str]:
+        messages = hub.subscribe()
+        await anext(messages)
         yield "retry: 2000\n\n"
-        async for message in hub.subscribe():
+        async for message in messages:
             yield f"data: {message}\n\n" if message else ": keep-alive\n\n"
 
     return StreamingResponse(stream(), media_type="text/event-stream")
