@@ -40,6 +40,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.CONFIG,
             Capability.LIMITS,
             Capability.FANOUT,
+            Capability.EVENTS,
         }
     ),
     "redis": frozenset(Capability),

@@ -316,3 +316,57 @@ def test_events_before_the_stream_are_not_delivered(engine: Engine) -> None:
         engine.put("q", "after", "Task", now=T0)
         assert take(stream, 1) == [Event("put", jid="after", queue="q")]
         then_quiet(stream)
+
+
+def test_a_put_moving_a_running_job_tells_its_worker(engine: Engine, stream: EventStream) -> None:
+    running(engine, "j1", "q", "w1")
+    engine.put("q2", "j1", "Task", worker="w2", now=T0 + 1)
+    assert take(stream, 3)[1:] == [
+        Event("put", jid="j1", queue="q2"),
+        Event("lock_lost", jid="j1", worker="w1"),
+    ]
+    then_quiet(stream)
+
+
+@pytest.mark.driven_clock
+def test_a_lock_that_ran_out_of_retries_fails_its_job(engine: Engine, stream: EventStream) -> None:
+    running(engine, "j1", "q", "w1", retries=0)
+    engine.pop("q", "w2", now=T0 + HEARTBEAT + 1)  # noticed: the grace period
+    engine.pop("q", "w2", now=T0 + HEARTBEAT + 100)  # expired again: no retry left
+    group = "failed-retries-q"
+    message = 'Job exhausted retries in queue "q"'
+    assert take(stream, 3)[1:] == [
+        Event("lock_lost", jid="j1", worker="w1"),
+        Event("failed", jid="j1", worker="w1", details={"group": group, "message": message}),
+    ]
+    then_quiet(stream)
+
+
+@pytest.mark.requires(Capability.FAILURES)
+def test_unfail_puts_each_job_back(engine: Engine, stream: EventStream) -> None:
+    running(engine, "j1", "q", "w1")
+    engine.fail("j1", "w1", "boom", "no", now=T0)
+    assert engine.unfail("q2", "boom", now=T0 + 1) == 1
+    assert take(stream, 3)[2] == Event("put", jid="j1", queue="q2")
+    then_quiet(stream)
+
+
+@pytest.mark.requires(Capability.FANOUT)
+def test_fanout_copies_are_put_too(engine: Engine, stream: EventStream) -> None:
+    engine.pop("q+c", "w1", now=T0)  # q+c becomes a child of q
+    engine.put("q", "j1", "Task", now=T0)
+    events = take(stream, 2)
+    assert sorted(events) == [
+        Event("put", jid="j1", queue="q"),
+        Event("put", jid="j1+c", queue="q+c"),
+    ]
+    then_quiet(stream)
+
+
+def test_retry_out_of_retries_is_not_in_the_feed(engine: Engine, stream: EventStream) -> None:
+    """qless-core announces this failure only to those tracking the job (ql:failed), and
+    its log says nothing: neither does the feed (docs/events.md)."""
+    running(engine, "j1", "q", "w1", retries=0)
+    assert engine.retry("j1", "q", "w1", now=T0 + 1) < 0
+    assert take(stream, 1) == [Event("put", jid="j1", queue="q")]
+    then_quiet(stream)

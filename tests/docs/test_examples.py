@@ -64,6 +64,7 @@ def test_the_docs_have_examples_to_run() -> None:
         "docs/configuration.md",
         "docs/engines/redis.md",
         "docs/engines/sqs.md",
+        "docs/events.md",
         "docs/kestrel.md",
         "docs/protocol.md",
         "docs/tasks.md",

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Mapping
 
 from lanner.engine import CONFIG_DEFAULTS
+from lanner.engines.sqlite import eventlog
 from lanner.errors import MalformedArgument
 from lanner.records import ConfigValue
 
@@ -39,10 +40,14 @@ def write(conn: sqlite3.Connection, key: str, value: ConfigValue) -> None:
         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
         (key, json.dumps(value)),
     )
+    # The value as qless-core hears it (a command argument: repr of a float).
+    text = repr(value) if isinstance(value, float) else str(value)
+    eventlog.emit("config_set", details={"option": key, "value": text})
 
 
 def unset(conn: sqlite3.Connection, key: str) -> None:
     conn.execute("DELETE FROM config WHERE key = ?", (key,))
+    eventlog.emit("config_unset", details={"option": key})
 
 
 def number(config: Config, key: str, default: float = 0.0) -> float:

@@ -3,7 +3,8 @@
 Every command is one transaction on one connection per process. Commands that change
 anything start with BEGIN IMMEDIATE, which takes the file's write lock before the first
 read, so two processes can never both see a job as waiting and both lock it. Threads of
-one process share the connection under a lock.
+one process share the connection under a lock. While an event stream listens, a write
+transaction also stores the events it makes, before its COMMIT (`eventlog.py`).
 
 No connection crosses a fork. SQLite keeps per-process state about every open file (its
 POSIX locks, the shared-memory map of the WAL index) that a child would inherit without
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
+from lanner.engines.sqlite import eventlog
 from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.engines.sqlite.schema import connect
 from lanner.errors import EngineUnavailable, LannerError
@@ -120,7 +122,9 @@ class Database:
             conn = self._connection()
             self._begin_immediate(conn)
             try:
+                eventlog.begin(conn)  # EVENTS: collect them if somebody listens
                 yield conn
+                eventlog.flush(conn)
                 conn.execute("COMMIT")
                 self.commits += 1
                 self._committed.notify_all()
@@ -129,6 +133,8 @@ class Database:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            finally:
+                eventlog.end()
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the file's write lock, retrying in short steps while another process has it.

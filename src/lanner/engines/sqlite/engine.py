@@ -4,7 +4,8 @@
 (`connection.py`) and call the module that owns the command's noun: `put.py` (putting
 jobs), `pop.py` (taking them), `jobs.py` (a job's life after that), `queues.py` (counts,
 listings, failure groups), `tags.py`, `workers.py`, `recurring.py`, `config.py` and
-`stats.py`; LIMITS and FANOUT in `limits.py` and `fanout.py`. The data layout is in
+`stats.py`; LIMITS and FANOUT in `limits.py` and `fanout.py`; EVENTS in `eventlog.py`
+(what writers store) and `events.py` (the streams that read it). The data layout is in
 `schema.py`; the semantics are docs/protocol.md.
 """
 
@@ -31,8 +32,10 @@ from lanner.engines.sqlite import (
     workers,
 )
 from lanner.engines.sqlite.connection import Database
+from lanner.engines.sqlite.events import SQLiteEventStream
 from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.errors import JobNotFound
+from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
@@ -50,7 +53,7 @@ class SQLiteEngine(Engine):
     """The embedded engine. Safe to share between threads; reopens itself after fork."""
 
     name = "sqlite"
-    capabilities = frozenset(Capability) - {Capability.EVENTS}  # until its events exist
+    capabilities = frozenset(Capability)
 
     def __init__(self, path: str | os.PathLike[str], options: SQLiteOptions | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
@@ -73,6 +76,9 @@ class SQLiteEngine(Engine):
         if max_wait is not None:
             options = replace(options, busy_timeout=min(options.busy_timeout, max_wait))
         return SQLiteEngine(self.path, options)
+
+    def _events(self, worker: str | None) -> EventStream:
+        return SQLiteEventStream(self.path, self.options, worker)
 
     # -- configuration --------------------------------------------------------------------
     def _config_get(self, key: str) -> ConfigValue | None:
@@ -101,7 +107,7 @@ class SQLiteEngine(Engine):
             config = settings.read_all(conn)
             copies = fanout.copies(conn, checked.jobs)
             admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
-            put.store(conn, admitted, checked.now, config)
+            put.store(conn, admitted, checked.now, config, announce=checked.worker)
         return [job.jid for job in checked.jobs]
 
     # -- taking work ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ import sqlite3
 
 from lanner import checks
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import put, stats
+from lanner.engines.sqlite import eventlog, put, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, event, json_list
 from lanner.errors import InvalidState, JobNotFound, LockLost
 from lanner.job import JobState
@@ -73,6 +73,7 @@ def complete(conn: sqlite3.Connection, command: checks.Complete) -> str:
     ).fetchone()
     stats.record_timings(conn, "run", queue, at, [at - popped_at])
     advance = NewJob(command.next, jid, klass, data, command.delay, depends=command.depends)
+    eventlog.emit("advanced", jid, queue, details={"to": command.next})
     put.store(conn, [advance], at, config)
     (state,) = conn.execute("SELECT state FROM jobs WHERE jid = ?", (jid,)).fetchone()
     return str(state)
@@ -131,6 +132,12 @@ def finish(
             "UPDATE queue_usage SET items = items - ?, bytes = bytes - ? WHERE queue = ?",
             (len(done), sum(size for _, _, size in finished), queue),
         )
+        if eventlog.listening():
+            finished_now = set(done)
+            for jid in jids:
+                if jid in finished_now:
+                    finished_now.discard(jid)
+                    eventlog.emit("completed", jid, queue)
         _release_dependents(conn, done, now)
         _apply_retention(conn, config, now)
     return done
@@ -218,6 +225,8 @@ def fail(conn: sqlite3.Connection, command: checks.Fail) -> None:
         conn.execute("UPDATE jobs SET data = ? WHERE jid = ?", (command.data, command.jid))
     cap = settings.history_cap(settings.read_all(conn))
     fail_job(conn, command.jid, command.group, command.message, command.worker, command.now, cap)
+    details = {"group": command.group, "message": command.message}
+    eventlog.emit("failed", command.jid, worker=command.worker, details=details)
 
 
 def fail_job(
@@ -292,23 +301,36 @@ def cancel(conn: sqlite3.Connection, jids: list[str]) -> set[str]:
             )
     deleted = conn.execute(
         "DELETE FROM jobs WHERE jid IN (SELECT value FROM json_each(?)) "
-        "AND state != 'complete' RETURNING jid, state, queue, finished_at",
+        "AND state != 'complete' RETURNING jid, state, queue, finished_at, worker",
         (wanted,),
     ).fetchall()
     cancelled = {row[0] for row in deleted}
     stats.uncount_failed(
-        conn, [(queue, at) for _, state, queue, at in deleted if state == JobState.FAILED]
+        conn, [(queue, at) for _, state, queue, at, _ in deleted if state == JobState.FAILED]
     )
+    if eventlog.listening():
+        where = {jid: (queue, holder) for jid, _, queue, _, holder in deleted}
+        for jid in jids:
+            if jid in where:
+                queue, holder = where.pop(jid)
+                eventlog.emit("canceled", jid, queue, holder)
     _delete_links(conn, json_list(sorted(cancelled)))
     return cancelled
 
 
-def drop(conn: sqlite3.Connection, jids: list[str], now: float) -> None:
-    """Delete jobs that will never run (LIMITS: expired, or discarded to make room)."""
+def drop(conn: sqlite3.Connection, jids: list[str], now: float, why: str) -> None:
+    """Delete jobs that will never run (LIMITS: `why` is expired, or discarded to make room,
+    each an event)."""
     if jids:
-        conn.execute(
-            "DELETE FROM jobs WHERE jid IN (SELECT value FROM json_each(?))", (json_list(jids),)
-        )
+        gone = conn.execute(
+            "DELETE FROM jobs WHERE jid IN (SELECT value FROM json_each(?)) RETURNING jid, queue",
+            (json_list(jids),),
+        ).fetchall()
+        if eventlog.listening():
+            queues = dict(gone)
+            for jid in jids:
+                if jid in queues:
+                    eventlog.emit(why, jid, queues.pop(jid))
         forget_links(conn, jids, now)
 
 
@@ -342,7 +364,9 @@ def timeout(conn: sqlite3.Connection, command: checks.Jids) -> None:
     """Force running jobs' locks to expire: they become stalled, first in line."""
     cap = settings.history_cap(settings.read_all(conn))
     for jid in command.jids:
-        row = conn.execute("SELECT state FROM jobs WHERE jid = ?", (jid,)).fetchone()
+        row = conn.execute(
+            "SELECT state, worker, tracked FROM jobs WHERE jid = ?", (jid,)
+        ).fetchone()
         if row is None:
             raise JobNotFound(jid, "timeout")
         if row[0] != JobState.RUNNING:
@@ -352,6 +376,9 @@ def timeout(conn: sqlite3.Connection, command: checks.Jids) -> None:
             f"history = {APPEND_HISTORY} WHERE jid = :jid",
             {"jid": jid, "cap": cap, "event": event("timed-out", command.now)},
         )
+        if row[2]:
+            eventlog.emit("stalled", jid)
+        eventlog.emit("lock_lost", jid, worker=row[1])
 
 
 def set_priority(conn: sqlite3.Connection, command: checks.JobPriority) -> None:

@@ -77,7 +77,7 @@ def admit(
     admission = _Admission(conn, limited, batch)
     admitted = [job for job in puts if admission.take(job, refuse=True)]
     admitted += [job for job in copies if admission.take(job, refuse=False)]
-    job_rows.drop(conn, admission.victims, now)
+    job_rows.drop(conn, admission.victims, now, "discarded")
     count_dropped(conn, "discarded", admission.discarded)
     return admitted
 
@@ -223,7 +223,7 @@ def drop_expired(conn: sqlite3.Connection, queue: str, now: float) -> None:
         )
     ]
     if gone:
-        job_rows.drop(conn, gone, now)
+        job_rows.drop(conn, gone, now, "expired")
         count_dropped(conn, "expired", {queue: len(gone)})
 
 

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Mapping
 
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import fanout, jobs, limits, recurring, rows, stats
+from lanner.engines.sqlite import eventlog, fanout, jobs, limits, recurring, rows, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.job import Job
 
@@ -75,6 +75,10 @@ def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: flo
         locked.sort(key=lambda row: (-row[4], row[-2], row[-1]))
         stats.record_timings(conn, "wait", queue, now, [now - row[-2] for row in locked])
         taken.extend(rows.jobs(conn, [row[:-2] for row in locked]))
+    if eventlog.listening():
+        for job in taken:
+            if job.tracked:
+                eventlog.emit("popped", job.jid)
     return taken
 
 
@@ -108,24 +112,31 @@ def _expire_locks(
     noticed = conn.execute(
         f"UPDATE jobs SET history = {APPEND_HISTORY}, grace = 1, "
         "expires = CASE WHEN :grace > 0 THEN :now + :grace ELSE expires END "
-        "WHERE queue = :queue AND state = 'running' AND expires <= :now AND grace = 0",
+        "WHERE queue = :queue AND state = 'running' AND expires <= :now AND grace = 0 "
+        "RETURNING jid, worker, tracked, expires",
         {**expired, "grace": grace_period},
-    ).rowcount
-    stats.count(conn, "retries", [(queue, now)] * noticed)
+    ).fetchall()
+    stats.count(conn, "retries", [(queue, now)] * len(noticed))
+    for jid, holder, tracked, _ in sorted(noticed, key=lambda row: row[3]):
+        if tracked:  # qless tells the loss to the worker, and to those tracking the job
+            eventlog.emit("stalled", jid)
+        eventlog.emit("lock_lost", jid, worker=holder)
     lost = conn.execute(
         "UPDATE jobs SET remaining = remaining - 1 WHERE jid IN (SELECT jid FROM jobs "
         "  WHERE queue = :queue AND state = 'running' AND expires <= :now "
         "  ORDER BY expires LIMIT :limit) "
-        "RETURNING jid, remaining, expires",
+        "RETURNING jid, remaining, expires, worker",
         {**expired, "limit": limit},
     ).fetchall()
     handed_over = []
-    for jid, remaining, _ in sorted(lost, key=lambda row: row[2]):
+    for jid, remaining, _, holder in sorted(lost, key=lambda row: row[2]):
         if remaining < 0:
-            jobs.fail_job(
-                conn, jid, f"failed-retries-{queue}",
-                f'Job exhausted retries in queue "{queue}"', "", now, cap,
-            )  # fmt: skip
+            group = f"failed-retries-{queue}"
+            message = f'Job exhausted retries in queue "{queue}"'
+            jobs.fail_job(conn, jid, group, message, "", now, cap)
+            eventlog.emit(
+                "failed", jid, worker=holder, details={"group": group, "message": message}
+            )
         else:
             handed_over.append(jid)
     return handed_over

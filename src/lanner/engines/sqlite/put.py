@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence, Set
 from typing import Any, Final
 
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import stats
+from lanner.engines.sqlite import eventlog, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, json_list, put_event
 from lanner.errors import InvalidState
 from lanner.job import JobState
@@ -30,23 +30,29 @@ def store(
     *,
     put_at: Sequence[float] | None = None,
     spawned_from: str | None = None,
+    announce: str | None = None,
 ) -> None:
     """Insert or move checked `jobs`; `put_at[i]` is when job i counts as put (default: now).
 
     On a move, a job's priority, tags, retries and dependencies given as None are kept. A
     job's `if_exists` may keep a live job of its jid instead, or refuse to move a running
-    one (`InvalidState`, nothing stored).
+    one (`InvalidState`, nothing stored). EVENTS: `announce` (the putting worker's name,
+    maybe '') makes a `put` event per job, and `lock_lost` for a running job moved from
+    another worker, as qless's put does (an advance, or a recurring run, makes none).
     """
     jids = json_list([job.jid for job in jobs])
     existing = {}
     states = {}
-    for jid, priority, tags, retries, state, queue, finished_at in conn.execute(
-        "SELECT jid, priority, tags, retries, state, queue, finished_at FROM jobs "
+    holders = {}
+    for jid, priority, tags, retries, state, queue, finished_at, holder in conn.execute(
+        "SELECT jid, priority, tags, retries, state, queue, finished_at, worker FROM jobs "
         "WHERE jid IN (SELECT value FROM json_each(?))",
         (jids,),
     ):
         existing[jid] = (priority, tags, retries)
         states[jid] = (state, queue, finished_at)
+        if state == JobState.RUNNING:
+            holders[jid] = holder
     if any(job.if_exists != "move" for job in jobs):  # never so for recurring runs (put_at)
         jobs = _not_kept(jobs, {jid: state for jid, (state, _, _) in states.items()})
         if not jobs:
@@ -129,6 +135,12 @@ def store(
         [(tag, row["jid"], now) for row in rows for tag in row["new_tags"]],
     )
     register_queues(conn, sorted({job.queue for job in jobs}), now)
+    if announce is not None and eventlog.listening():
+        for job in jobs:
+            eventlog.emit("put", job.jid, job.queue)
+            holder = holders.pop(job.jid, announce)
+            if holder != announce:
+                eventlog.emit("lock_lost", job.jid, worker=holder)
 
 
 def _job_row(

@@ -126,5 +126,5 @@ def unfail(conn: sqlite3.Connection, command: checks.Unfail) -> int:
     ).fetchall()
     moved = [NewJob(command.queue, jid, klass, data) for jid, klass, data in oldest]
     if moved:
-        put.store(conn, moved, command.now, settings.read_all(conn))
+        put.store(conn, moved, command.now, settings.read_all(conn), announce="")
     return len(moved)

@@ -16,6 +16,12 @@ One database file holds everything; every process on the machine may open it.
     queue_usage     LIMITS, per queue: the jobs it holds (items, bytes of their `size`),
                     kept as jobs change (see its trigger); jobs put, expired, discarded
     fanout          FANOUT: (parent, child) for every `parent+child` popped or peeked
+    events          EVENTS: what write transactions did, while a stream listens: id (in
+                    commit order, never reused), at (Unix time of the commit), kind, jid,
+                    queue, worker ('' where the kind has none), details (JSON object, or
+                    NULL); kept RETENTION_SEC (eventlog.py)
+    event_listeners EVENTS: one row per open stream, with when it expires unless refreshed;
+                    writers store events only while one has not expired
 
 A job's state picks the partial index it sits in, so each lookup of pop, retry or the
 listings reads only the jobs in that state:
@@ -33,7 +39,7 @@ listings reads only the jobs in that state:
 The schema version is PRAGMA user_version; a newer one is refused, never downgraded; an
 older one is migrated on opening (`MIGRATIONS`: version 2 added `jobs.result`; version 3
 added `jobs.expires_at`, `jobs.size`, `jobs_expiring`, `queue_usage` with its triggers,
-and `fanout`).
+and `fanout`; version 4 added `events` and `event_listeners`).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from typing import Final
 
 from lanner.errors import SchemaError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 MIN_SQLITE: Final = (3, 35, 0)  # RETURNING, and json_insert's '$[#]'
 
 # What version 3 added beside the jobs' columns: created by SCHEMA and by the migration.
@@ -92,6 +98,23 @@ WHEN old.state NOT IN ('complete', 'failed')
 BEGIN
     UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size WHERE queue = old.queue;
 END;
+"""
+
+# What version 4 added: created by SCHEMA and by the migration.
+EVENTS_SCHEMA: Final = """
+CREATE TABLE events (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a listener reads id > seen
+    at      REAL NOT NULL,
+    kind    TEXT NOT NULL,
+    jid     TEXT NOT NULL,
+    queue   TEXT NOT NULL,
+    worker  TEXT NOT NULL,
+    details TEXT                                -- JSON object of str, NULL: none
+);
+CREATE TABLE event_listeners (
+    id         INTEGER PRIMARY KEY,
+    expires_at REAL NOT NULL                    -- Unix time; refreshed while it listens
+);
 """
 
 SCHEMA: Final = (
@@ -226,6 +249,7 @@ WHEN old.state = 'complete'
 BEGIN UPDATE counters SET value = value - 1 WHERE name = 'complete'; END;
 """
     + LIMITS_SCHEMA
+    + EVENTS_SCHEMA
 )
 
 MIGRATIONS: Final = (
@@ -243,6 +267,7 @@ SELECT queue, sum(state NOT IN ('complete', 'failed')),
        sum(CASE WHEN state NOT IN ('complete', 'failed') THEN size ELSE 0 END), count(*)
 FROM jobs WHERE queue != '' GROUP BY queue;
 """,
+    EVENTS_SCHEMA,
 )
 """MIGRATIONS[n], SQL statements, takes a file of schema version n + 1 to n + 2."""
 

@@ -11,7 +11,7 @@ import sqlite3
 
 from lanner import checks
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import rows
+from lanner.engines.sqlite import eventlog, rows
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.errors import JobNotFound
 from lanner.job import Job
@@ -74,6 +74,7 @@ def set_tracked(conn: sqlite3.Connection, jid: str, tracked: bool) -> None:
     ).rowcount
     if not updated:
         raise JobNotFound(jid, "track" if tracked else "untrack")
+    eventlog.emit("track" if tracked else "untrack", jid)
 
 
 def tracked(conn: sqlite3.Connection) -> list[Job]:
