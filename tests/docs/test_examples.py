@@ -7,8 +7,8 @@ redis-server instead (its database emptied first); one that names an sqs:// URL 
 against the session's SQS server (moto's), on a queue prefix of its own. Examples use
 only the public API: `import lanner` / `from lanner import ...` (and Kale's `lanner.task`,
 `lanner.exceptions`, `lanner.worker`, `lanner.test_utils`, the simulator's
-`lanner.simulate`, the Kestrel server's `lanner.kestrel`, and the test helpers'
-`lanner.testing`).
+`lanner.simulate`, the Kestrel server's `lanner.kestrel`, the test helpers'
+`lanner.testing`, and the Prometheus metrics' `lanner.metrics`).
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
 _SQS = re.compile(r"sqs://[a-z0-9-]*(?:\?[^\s\"']*)?")
-# Public modules besides `lanner` itself: Kale's paths, the simulator's, the Kestrel server's
-# and the test helpers'.
+# Public modules besides `lanner` itself: Kale's paths, the simulator's, the Kestrel server's,
+# the test helpers' and the metrics'.
 _PRIVATE_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+lanner\."
-    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|kestrel(?![\w.])|testing\b)"
+    r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|kestrel(?![\w.])|testing\b"
+    r"|metrics(?![\w.]))"
     r"[\w.]+",
     re.M,
 )
@@ -130,3 +131,5 @@ def test_a_private_import_is_noticed() -> None:
     assert not _PRIVATE_IMPORT.search("from lanner import task\nfrom lanner.simulate import x")
     assert not _PRIVATE_IMPORT.search("from lanner.worker import Worker")
     assert not _PRIVATE_IMPORT.search("from lanner.test_utils import MockTask")
+    assert not _PRIVATE_IMPORT.search("from lanner.metrics import render")
+    assert _PRIVATE_IMPORT.search("from lanner.metrics.pool import PoolMetrics")
