@@ -8,7 +8,7 @@ against the session's SQS server (moto's), on a queue prefix of its own. Example
 only the public API: `import lanner` / `from lanner import ...` (and Kale's `lanner.task`,
 `lanner.exceptions`, `lanner.worker`, `lanner.test_utils`, the simulator's
 `lanner.simulate`, the Kestrel server's `lanner.kestrel`, the dashboard's `lanner.web`,
-and the test helpers' `lanner.testing`).
+the Prometheus metrics' `lanner.metrics`, and the test helpers' `lanner.testing`).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
 _SQS = re.compile(r"sqs://[a-z0-9-]*(?:\?[^\s\"']*)?")
-# Public modules besides `lanner` itself: Kale's paths, the simulator's, the Kestrel server's
-# and the test helpers'.
+# Public modules besides `lanner` itself: Kale's paths, the simulator's, the Kestrel server's,
+# the test helpers', the dashboard's and the metrics'.
 _PRIVATE_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+lanner\."
     r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|kestrel(?![\w.])|testing\b"
-    r"|web(?![\w.]))"
+    r"|web(?![\w.])|metrics(?![\w.]))"
     r"[\w.]+",
     re.M,
 )
@@ -132,3 +132,5 @@ def test_a_private_import_is_noticed() -> None:
     assert not _PRIVATE_IMPORT.search("from lanner import task\nfrom lanner.simulate import x")
     assert not _PRIVATE_IMPORT.search("from lanner.worker import Worker")
     assert not _PRIVATE_IMPORT.search("from lanner.test_utils import MockTask")
+    assert not _PRIVATE_IMPORT.search("from lanner.metrics import render")
+    assert _PRIVATE_IMPORT.search("from lanner.metrics.pool import PoolMetrics")

@@ -165,3 +165,11 @@ def test_an_engine_without_stats_is_a_clear_error(
     assert result.output.strip() == (
         "Error: the sqlite engine keeps no per-day statistics (no 'stats' capability)"
     )
+
+
+def test_sqs_keeps_no_statistics(sqs_fresh_url: str, url: str) -> None:
+    result = run(sqs_fresh_url, "emails")
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "Error: the sqs engine keeps no per-day statistics (no 'stats' capability)"
+    )

@@ -21,9 +21,17 @@ KLASS = "myapp.tasks.Work"
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()
 
 
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    opened = open_engine(f"sqlite:///{tmp_path}/x.db")
+@pytest.fixture(params=["sqlite", "redis"])
+def engine(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Engine]:
+    if request.param == "redis":
+        import redis
+
+        url: str = request.getfixturevalue("redis_url")
+        with redis.Redis.from_url(url) as client:
+            client.flushdb()
+    else:
+        url = f"sqlite:///{tmp_path}/x.db"
+    opened = open_engine(url)
     yield opened
     opened.close()
 
@@ -151,3 +159,11 @@ def test_registering_the_collector_calls_no_engine(monkeypatch: pytest.MonkeyPat
     from prometheus_client import CollectorRegistry
 
     CollectorRegistry().register(EngineCollector(Untouchable()))  # type: ignore[arg-type]
+
+
+def test_on_sqs_only_the_queues_are_there(sqs_fresh_url: str) -> None:
+    with open_engine(sqs_fresh_url) as sqs:
+        sqs.put("emails", "a1", KLASS)
+        found = scrape(sqs)
+    assert {name for name, _ in found} == {"lanner_engine_up", "lanner_queue_jobs"}
+    assert found["lanner_queue_jobs", (("queue", "emails"), ("state", "waiting"))] == 1

@@ -86,9 +86,8 @@ def timing_section(title: str, timing: TimingStats) -> Group:
         f"std {duration(timing.std)}",
         *(f"p{p} {duration(percentile(timing.histogram, p))}" for p in PERCENTILES),
     ]
-    return Group(
-        header, Text("  " + "  ".join(figures)), Padding(bars(timing.histogram), (0, 0, 0, 2))
-    )
+    indented = Padding(bars(timing.histogram), (0, 0, 0, 2), expand=False)
+    return Group(header, Text("  " + "  ".join(figures)), indented)
 
 
 def print_stats(console: Console, queue: str, day: str, stats: QueueStats) -> None:

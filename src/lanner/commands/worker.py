@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from lanner.commands.common import app_option, broker_option, load_app
 from lanner.errors import LannerError
 from lanner.queues import QueueConfig, load_queue_config, queues_from_names
 from lanner.worker import logs
+
+if TYPE_CHECKING:
+    from lanner.metrics.pool import PoolMetrics
 
 
 def choose_queues(app: App, names: str | None, path: str | None) -> tuple[QueueConfig, ...]:
@@ -24,6 +28,23 @@ def choose_queues(app: App, names: str | None, path: str | None) -> tuple[QueueC
     if all(name in by_name for name in wanted):
         return tuple(by_name[name] for name in wanted)
     return queues_from_names(wanted)
+
+
+def serve_metrics(host: str, port: int) -> PoolMetrics:
+    """The pool's metrics, served on host:port from now on (a one-line error if not)."""
+    try:
+        from lanner.metrics.pool import PoolMetrics
+    except ImportError:
+        raise click.ClickException(
+            "--metrics-port needs prometheus_client: pip install 'lanner[metrics]'"
+        ) from None
+    metrics = PoolMetrics()
+    try:
+        server = metrics.serve(host, port)
+    except OSError as error:
+        raise click.ClickException(f"cannot serve metrics on {host}:{port}: {error}") from None
+    logging.getLogger("lanner.cli").info("metrics on http://%s:%d/metrics", host, server.port)
+    return metrics
 
 
 @click.command()
@@ -52,6 +73,10 @@ def choose_queues(app: App, names: str | None, path: str | None) -> tuple[QueueC
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     help="DEBUG also logs each job done, with its run time.",
 )
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), metavar="PORT",
+              help="Serve the pool's Prometheus metrics on PORT (lanner[metrics]).")  # fmt: skip
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, metavar="HOST",
+              help="The address --metrics-port listens on.")  # fmt: skip
 def worker(
     app_path: str | None,
     broker: str | None,
@@ -63,6 +88,8 @@ def worker(
     max_memory_per_child: int | None,
     shutdown_timeout: float | None,
     log_level: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run N worker processes under a supervisor until SIGTERM or Ctrl-C.
 
@@ -72,6 +99,7 @@ def worker(
     from lanner.worker.pool import WorkerPool  # here, so that `lanner --help` need not load it
 
     logs.configure(log_level.upper())
+    metrics = serve_metrics(metrics_host, metrics_port) if metrics_port is not None else None
     try:
         app = load_app(app_path, broker)
         pool = WorkerPool(
@@ -82,8 +110,12 @@ def worker(
             max_tasks_per_child=max_tasks_per_child,
             max_memory_per_child_mb=max_memory_per_child,
             shutdown_timeout=shutdown_timeout,
+            observer=metrics,
         )
         pool.run()
     except LannerError as error:
         raise click.ClickException(str(error)) from None
+    finally:
+        if metrics is not None:
+            metrics.close()
     logging.getLogger("lanner.cli").info("worker exited")

@@ -7,5 +7,10 @@
              supervisor from its children's reports, and `MetricsServer`, the HTTP server
              of `lanner worker --metrics-port`, which never runs while the supervisor forks
 
-Nothing here is imported by `import lanner`: prometheus_client is optional.
+`import lanner` does not import this package: prometheus_client is optional.
 """
+
+from lanner.metrics.engine import EngineCollector, render
+from lanner.metrics.pool import MetricsServer, PoolMetrics
+
+__all__ = ["EngineCollector", "MetricsServer", "PoolMetrics", "render"]

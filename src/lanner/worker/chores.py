@@ -42,8 +42,10 @@ Chore = Callable[[Engine], None]
 class Chores:
     """A queue of engine work, done a step at a time through an impatient engine."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, on_unavailable: Callable[[], None] | None = None) -> None:
+        """`on_unavailable` is called each time a chore finds the store away."""
         self._app = app
+        self._on_unavailable = on_unavailable
         self._impatient: Engine | None = None
         self._pending: deque[tuple[str, Chore]] = deque()
         self._outage = Outage(app.settings.broker)
@@ -68,6 +70,8 @@ class Chores:
                 chore(self._impatient)
             except EngineUnavailable as error:
                 self._outage.failed(error)
+                if self._on_unavailable is not None:
+                    self._on_unavailable()
                 self._next_try = time.monotonic() + min(self._outage.backoff.pause, CHORE_MAX_PAUSE)
                 self._outage.backoff.grow()
                 return

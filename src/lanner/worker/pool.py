@@ -14,6 +14,10 @@ The supervisor
   `shutdown_timeout` and give back the rest at once; on a second signal, or when the
   timeout passes, shuts down cold: children are killed and their jobs given back.
 
+An observer (observer.py; the metrics of `lanner worker --metrics-port`) is told of each
+job's end, of children, recycles, kills and engine errors, and asked before each fork
+whether it may fork: nothing of its thread or socket may cross into a child.
+
 It never waits on the store: what it owes the engine (the queues' settings, recoveries) is
 done as chores (chores.py), between supervision rounds, and retried while the store is
 away. Neither the supervisor nor a child exits because the store is unreachable.
@@ -45,6 +49,7 @@ from lanner.worker.child import (
     STOP_SIGNALS,
     BatchPopped,
     BatchSettled,
+    EngineFailed,
     JobFinished,
     JobsCompleted,
     JobStarted,
@@ -55,6 +60,7 @@ from lanner.worker.child import (
 )
 from lanner.worker.chores import Chores
 from lanner.worker.loop import Limits, configure_queues
+from lanner.worker.observer import NoObserver, PoolObserver
 from lanner.worker.outage import Backoff
 from lanner.worker.processes import kill_group, process_alive
 from lanner.worker.recovery import DeadWorker, orphans_of_host, recovery
@@ -74,6 +80,9 @@ growing pause."""
 
 CHORE_LAST_TRY_SEC: Final = 1.0
 """At shutdown, chores get at least this long after the children are gone."""
+
+RECYCLED: Final = ("max-tasks", "max-memory")
+"""Why a child exits to be replaced (`WorkerLoop.run`'s reasons for the limits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +123,9 @@ class WorkerPool:
         max_memory_per_child_mb: int | None = None,
         shutdown_timeout: float | None = None,
         time_limit_grace: float | None = None,
+        observer: PoolObserver | None = None,
     ) -> None:
+        """`observer` is told what the pool does (lanner.metrics.pool.PoolMetrics)."""
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         settings = app.settings
@@ -136,7 +147,8 @@ class WorkerPool:
         self.processed = 0
         self._children: dict[int, _Child] = {}
         self._context = multiprocessing.get_context("fork")
-        self._chores = Chores(app)
+        self._observer: PoolObserver = observer or NoObserver()
+        self._chores = Chores(app, on_unavailable=lambda: self._observer.engine_error("supervisor"))
         self._stopping_since: float | None = None
         self._cold = False
         self._spawns_due: list[float] = []  # when children are to be started (monotonic)
@@ -172,6 +184,7 @@ class WorkerPool:
         while self._children or self._stopping_since is None:
             self.supervise(timeout=0.1)
         self._finish_chores()
+        self._observer.close()
         logger.info("pool stopped: %d jobs processed", self.processed)
 
     def supervise(self, timeout: float = 0.1) -> None:
@@ -224,6 +237,7 @@ class WorkerPool:
         while self._children:
             self.supervise(timeout=0.05)
         self._finish_chores()
+        self._observer.close()
 
     @property
     def children(self) -> list[int]:
@@ -233,9 +247,15 @@ class WorkerPool:
     def _spawn_due(self) -> None:
         now = time.monotonic()
         due = [at for at in self._spawns_due if at <= now]
+        if not due or not self._observer.ready_to_fork():
+            return  # an observer not ready (stopping its thread) is asked again next round
         self._spawns_due = [at for at in self._spawns_due if at > now]
-        for _ in due:
-            self._spawn()
+        try:
+            for _ in due:
+                self._spawn()
+        finally:
+            self._observer.forked()
+            self._observer.children(len(self._children))
 
     def _spawn(self) -> None:
         receive, send = self._context.Pipe(duplex=False)
@@ -281,13 +301,8 @@ class WorkerPool:
                 # Killed after the grace unless its task stops: as if its time ran out now.
                 child.running = child.running._replace(deadline=time.time())
                 child.stopping = why
-            case JobFinished(jid, succeeded):
-                child.running, child.stopping = None, ""
-                if jid in child.batch:
-                    child.batch.remove(jid)
-                if succeeded:
-                    child.finished[jid] = time.monotonic()
-                self.processed += 1
+            case JobFinished():
+                self._finished(child, report)
             case JobsCompleted(jids):
                 for jid in jids:
                     child.finished.pop(jid, None)
@@ -296,6 +311,20 @@ class WorkerPool:
             case WorkerExiting(reason):
                 child.exited_cleanly = True
                 logger.info("worker %s exits: %s", child.worker, reason)
+                if reason in RECYCLED and self._stopping_since is None:
+                    self._observer.recycled(reason)
+            case EngineFailed():
+                self._observer.engine_error("worker")
+
+    def _finished(self, child: _Child, report: JobFinished) -> None:
+        child.running, child.stopping = None, ""
+        if report.jid in child.batch:
+            child.batch.remove(report.jid)
+        if report.succeeded:
+            child.finished[report.jid] = time.monotonic()
+        self.processed += 1
+        if report.outcome:
+            self._observer.job_finished(child.queue, report.klass, report.outcome, report.seconds)
 
     def _reap(self, pid: int, child: _Child) -> None:
         self._read(child)
@@ -303,6 +332,7 @@ class WorkerPool:
         kill_group(pid)  # what its tasks started dies with it
         del self._children[pid]
         child.conn.close()
+        self._observer.children(len(self._children))
         if not child.exited_cleanly or child.batch or child.running or child.finished:
             self._recover(child)
         if self._stopping_since is None:
@@ -378,6 +408,7 @@ class WorkerPool:
                 )
                 logger.error("worker %s: %s", child.worker, child.killed_for)
                 kill_group(pid)
+                self._observer.hard_killed()
 
     def _kill_all(self) -> None:
         self._cold = True
