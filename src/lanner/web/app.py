@@ -122,7 +122,7 @@ async def _live(request: Request) -> Response:
 
 
 async def _metrics(request: Request) -> Response:
-    from lanner.metrics.engine import render as render_metrics  # loads prometheus_client
+    from lanner.metrics import render as render_metrics  # loads prometheus_client
 
     try:
         body, content_type = await run_in_threadpool(render_metrics, request.app.state.engine)

@@ -1,8 +1,9 @@
 """Charts drawn as inline SVG on the server: no script, no CDN, readable without colour.
 
-`histogram` draws a day's wait or run times (the engines' 148 buckets, empty ones at the
-ends left out); `bars` draws one value per labelled column (throughput per day). Every bar
-carries a <title>, which browsers show as a tooltip and screen readers read.
+`histogram` draws a day's wait or run times (the engines' 148 buckets, from the first up
+to the last one filled, at least MIN_BUCKETS); `bars` draws one value per labelled column
+(throughput per day). Every bar carries a <title>, which browsers show as a tooltip and
+screen readers read.
 """
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ from lanner.histograms import bucket_bounds, bucket_label, duration
 WIDTH: Final = 640
 HEIGHT: Final = 180
 MARGIN: Final = 28  # room for the axis labels
+MIN_BUCKETS: Final = 10  # so that one filled bucket is a bar, not the whole chart
 
 
 def histogram(counts: Sequence[int], what: str) -> Markup:
-    """The non-empty span of a 148-bucket histogram, one bar per bucket."""
+    """A 148-bucket histogram from its first bucket to its last filled one, a bar each."""
     filled = [n for n, count in enumerate(counts) if count]
     if not filled:
         return Markup('<p class="empty">no {} times recorded this day</p>').format(what)
-    first, last = filled[0], filled[-1]
+    last = max(filled[-1], MIN_BUCKETS - 1)
     columns = [
         (f"{duration(low)}–{duration(high)}", counts[n], bucket_label(n))
-        for n, (low, high) in enumerate(bucket_bounds()[first : last + 1], start=first)
+        for n, (low, high) in enumerate(bucket_bounds()[: last + 1])
     ]
     return _draw(columns, f"{what} time histogram", "jobs")
 

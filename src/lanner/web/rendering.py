@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
@@ -53,6 +54,12 @@ _environment.filters["percentile"] = _percentile
 _environment.filters["seconds"] = _seconds
 
 
+def _here(request: Request) -> str:
+    """This page's path and query, without the message an action left on it."""
+    query = urlencode([(k, v) for k, v in request.query_params.multi_items() if k != "flash"])
+    return request.url.path + (f"?{query}" if query else "")
+
+
 def render(
     request: Request, template: str, context: dict[str, Any], status_code: int = 200
 ) -> Response:
@@ -66,7 +73,7 @@ def render(
         "read_only": guard.read_only,
         "signed_in": guard.signed_in(request),
         "csrf": guard.csrf,
-        "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        "here": _here(request),
         "flash": request.query_params.get("flash"),
         **context,
     }

@@ -8,7 +8,7 @@
   var feed = document.getElementById("feed");
   var heading = document.querySelector("[data-jid]");
   var jid = heading ? heading.getAttribute("data-jid") : null;
-  if (!table && !jid) { return; }
+  if (!table && !jid) { status.hidden = true; return; }  // this page is not kept live
   var pending = null;
 
   function refreshQueues() {
@@ -33,6 +33,8 @@
   }
 
   var source = new EventSource("/live");
+  // A form sent (an action) navigates away: a reload now would race it and could win.
+  document.addEventListener("submit", function () { source.close(); });
   source.onopen = function () { status.className = "live on"; };
   source.onerror = function () { status.className = "live off"; };
   source.onmessage = function (message) {
