@@ -28,7 +28,7 @@ def test_a_put_reaches_an_open_page(engine: Engine) -> None:
         assert page.readline() == b"retry: 2000\n"  # subscribed
         engine.put("emails", "live-1", "tasks.send", "{}")
         heard = next(_events(page))
-    assert heard == {"kind": "put", "jid": "live-1", "queue": "emails", "worker": ""}
+    assert heard == {"kind": "put", "jid": "live-1", "queue": "emails"}
 
 
 def test_an_engine_without_events_is_watched(engine: Engine) -> None:

@@ -125,7 +125,8 @@ class Hub:
             with stream:
                 for event in stream:
                     fields = {"jid": event.jid, "queue": event.queue, "worker": event.worker}
-                    self._send({"kind": event.kind, **fields, **event.details})
+                    present = {name: value for name, value in fields.items() if value}
+                    self._send({"kind": event.kind, **present, **event.details})
 
     def _watch_counts(self) -> None:
         seen: object = None
