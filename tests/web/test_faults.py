@@ -43,7 +43,7 @@ def test_a_redis_restart_is_a_page_not_a_crash_and_the_stream_goes_on(
             assert "Traceback" not in body
             server.start()
             assert _status(web.url + "/")[0] == 200
-            heard = []
+            heard: list[dict[str, str]] = []
             while not heard or heard[-1].get("jid") != "after":
                 line = page.readline().decode()
                 if line.startswith("data: "):
