@@ -142,3 +142,17 @@ def test_html_in_job_fields_is_escaped(engine: Engine, client: TestClient) -> No
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img src=x>" not in page
+
+
+def test_the_overview_reads_statistics_of_a_bounded_number_of_queues(
+    sqlite_engine: Engine,
+) -> None:
+    from lanner.web import reads
+
+    sqlite_engine.put_many(
+        [NewJob(f"q{n:03d}", f"j{n}", "tasks.x", "{}") for n in range(reads.MAX_STATS_QUEUES + 5)]
+    )
+    rows = reads.overview(sqlite_engine).queues
+    assert len(rows) == reads.MAX_STATS_QUEUES + 5
+    assert all(row.wait is not None for row in rows[: reads.MAX_STATS_QUEUES])
+    assert all(row.wait is None for row in rows[reads.MAX_STATS_QUEUES :])

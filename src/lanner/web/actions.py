@@ -5,6 +5,7 @@ the page it came from (`next`, a path of this dashboard) carrying a one-line mes
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Final
 from urllib.parse import urlencode
@@ -20,6 +21,7 @@ from lanner.names import label, queue_name
 from lanner.operations import retry_failed
 from lanner.web.security import SESSION_COOKIE, Guard, same_origin
 
+WRONG_TOKEN_PAUSE_SEC: Final = 0.5
 CANCEL_PAGE: Final = 500
 """Failed jobs read, then cancelled, per engine call when a whole group is cancelled."""
 
@@ -38,6 +40,7 @@ async def login(request: Request) -> Response:
     if not same_origin(request):
         return PlainTextResponse("refused: the request came from another site", status_code=403)
     if not guard.check_token(str(form.get("token", ""))):
+        await asyncio.sleep(WRONG_TOKEN_PAUSE_SEC)  # guessing costs time; other requests go on
         return _back(request, "/login", "wrong token" if guard.token else "read-only: no token")
     response = _back(request, form.get("next"), "signed in")
     response.set_cookie(SESSION_COOKIE, guard.session_value(), httponly=True, samesite="strict")

@@ -21,6 +21,8 @@ DAY: Final = 86400.0
 PAGE_SIZE: Final = 25
 HISTORY_DAYS: Final = 14
 """Days of throughput a queue's page draws."""
+MAX_STATS_QUEUES: Final = 50
+"""Queues whose statistics the overview reads (the first by name): one command each."""
 
 QUEUE_STATES: Final = ("waiting", "running", "stalled", "scheduled", "depends", "recurring")
 
@@ -83,13 +85,14 @@ def timing(stats: QueueStats, which: str) -> Timing:
 
 def overview(engine: Engine, now: float | None = None) -> Overview:
     """The front page: 1 call for the queues, 1 for the config, 1 per queue for today's
-    statistics, 1 for the failure groups and 1 for the workers."""
+    statistics (MAX_STATS_QUEUES at most), 1 for the failure groups and 1 for the workers."""
     at = time.time() if now is None else now
     counts = engine.queues(now=at)
     config = engine.config_all(now=at) if has(engine, Capability.CONFIG) else {}
     rows = []
-    for queue in counts:
-        stats = engine.stats(queue.name, at, now=at) if has(engine, Capability.STATS) else None
+    for n, queue in enumerate(counts):
+        with_stats = has(engine, Capability.STATS) and n < MAX_STATS_QUEUES
+        stats = engine.stats(queue.name, at, now=at) if with_stats else None
         limit = config.get(f"{queue.name}-max-concurrency")
         rows.append(
             QueueRow(
