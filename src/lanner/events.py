@@ -19,10 +19,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
-from typing import Final, Self
+from typing import TYPE_CHECKING, Final, Self
 
 from lanner.errors import LannerError
 from lanner.records import Event
+
+if TYPE_CHECKING:
+    import asyncio
 
 KINDS: Final = (
     "put",
@@ -66,6 +69,8 @@ class EventStream(abc.ABC):
     `LannerError`.
     """
 
+    _in_flight: asyncio.Future[Event | None] | None = None  # see `_events`
+
     @abc.abstractmethod
     def get(self, timeout: float | None = None) -> Event | None: ...
 
@@ -83,10 +88,20 @@ class EventStream(abc.ABC):
     async def _events(self) -> AsyncIterator[Event]:
         import asyncio  # here: most users of an engine never load it
 
+        loop = asyncio.get_running_loop()
         while not self.closed:
-            # A short wait in a thread: the loop goes on meanwhile, and a task cancelled
-            # here leaves at most one short `get` behind.
-            event = await asyncio.to_thread(self.get, CHUNK_SEC * 2)
+            # A short wait in a thread, so the loop goes on meanwhile. A consumer cancelled
+            # while it waits (a timeout) leaves that `get` running: its event is kept for
+            # the next `async for` on this loop, not lost.
+            future = self._in_flight
+            if future is None or future.get_loop() is not loop:
+                future = loop.run_in_executor(None, self.get, CHUNK_SEC * 2)
+                self._in_flight = future
+            try:
+                event = await asyncio.shield(future)
+            finally:
+                if future.done():
+                    self._in_flight = None
             if event is not None:
                 yield event
 

@@ -370,3 +370,23 @@ def test_retry_out_of_retries_is_not_in_the_feed(engine: Engine, stream: EventSt
     assert engine.retry("j1", "q", "w1", now=T0 + 1) < 0
     assert take(stream, 1) == [Event("put", jid="j1", queue="q")]
     then_quiet(stream)
+
+
+def test_an_async_consumer_cancelled_while_waiting_loses_no_event(
+    engine: Engine, stream: EventStream
+) -> None:
+    async def drain() -> None:
+        async with asyncio.timeout(0.05):  # cancelled while its `get` waits in a thread
+            async for _ in stream:
+                pass
+
+    async def main() -> Event:
+        with pytest.raises(TimeoutError):
+            await drain()
+        await asyncio.to_thread(engine.put, "q", "j1", "Task", now=T0)
+        async with asyncio.timeout(WAIT):
+            async for event in stream:
+                return event
+        raise AssertionError("the stream ended")
+
+    assert asyncio.run(main()) == Event("put", jid="j1", queue="q")

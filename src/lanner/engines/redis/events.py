@@ -99,7 +99,8 @@ class RedisEventStream(PolledStream):
                 if message is not None and message["type"] == "subscribe":
                     confirmed += 1
         except _LOST as error:
-            pubsub.close()
+            with contextlib.suppress(*_LOST):
+                pubsub.close()
             if raising:
                 raise EngineUnavailable(f"cannot subscribe at {self._address!r}: {error}") from None
             return False
