@@ -1,14 +1,16 @@
 """`lanner bench web`: what each dashboard page costs its engine, on a store of N jobs.
 
 The store is filled first (jobs across three queues, some tagged, a tenth completed, one
-in fifty failed into three groups), then every page is fetched `samples` times in this
-process (Starlette's test client: no network), counting the engine commands each fetch
-makes (each one SQLite transaction or one Redis script call) and timing it.
+in fifty failed into three groups), then every page is fetched `samples` times from a
+dashboard served on a thread of this process (one HTTP connection on loopback), counting
+the engine commands each fetch makes (each one SQLite transaction or one Redis script
+call) and timing it.
 """
 
 from __future__ import annotations
 
 import functools
+import http.client
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,9 +105,7 @@ def count_calls(engine: Engine) -> Callable[[], int]:
 def run_web_benchmark(
     url: str | None, jobs: int, samples: int, progress: BenchProgress
 ) -> WebBenchResult:
-    from starlette.testclient import TestClient
-
-    from lanner.web import create_app
+    from lanner.web import WebThread
 
     with bench_store(url) as store:
         engine = open_engine(store)
@@ -120,17 +120,23 @@ def run_web_benchmark(
                      "/jobs?state=complete", "/workers", "/metrics"]  # fmt: skip
             costs = []
             progress.phase("fetching pages", len(paths) * samples)
-            with TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
+            with WebThread(engine) as web:
+                client = http.client.HTTPConnection(web.host, web.port, timeout=60)
                 for path in paths:
                     times, before = [], calls()
                     for _ in range(samples):
                         started = time.perf_counter()
-                        client.get(path).raise_for_status()
+                        client.request("GET", path)
+                        response = client.getresponse()
+                        response.read()
+                        if response.status != 200:
+                            raise BenchError(f"GET {path}: HTTP {response.status}")
                         times.append((time.perf_counter() - started) * 1000)
                         progress.advance()
                     per_fetch = (calls() - before) // samples
                     costs.append(PageCost(path, per_fetch, percentile(times, 50),
                                           percentile(times, 95)))  # fmt: skip
+                client.close()
         finally:
             engine.close()
     return WebBenchResult(store, jobs, tuple(costs), MachineInfo.current())
