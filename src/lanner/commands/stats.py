@@ -114,7 +114,8 @@ def print_stats(console: Console, queue: str, day: str, stats: QueueStats) -> No
     "day",
     type=click.DateTime(formats=["%Y-%m-%d"]),
     default=None,
-    help="The (UTC) day to show, YYYY-MM-DD (default: today).",
+    metavar="YYYY-MM-DD",
+    help="The (UTC) day to show (default: today).",
 )
 @json_option
 @connection_options
