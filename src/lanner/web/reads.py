@@ -15,7 +15,7 @@ from typing import Final
 from lanner.engine import Capability, Engine
 from lanner.histograms import percentile
 from lanner.job import Job
-from lanner.records import QueueCounts, QueueStats, RecurringJob, WorkerCounts
+from lanner.records import JobPage, QueueCounts, QueueStats, RecurringJob, WorkerCounts
 
 DAY: Final = 86400.0
 PAGE_SIZE: Final = 25
@@ -144,26 +144,19 @@ def complete_jobs(engine: Engine, offset: int) -> JobList:
 
 
 def tagged_jobs(engine: Engine, tag: str, offset: int) -> JobList:
-    page = engine.tagged(tag, offset, PAGE_SIZE)
-    following = offset + PAGE_SIZE
-    return JobList(
-        f"jobs tagged {tag}",
-        list(page.jobs),
-        offset,
-        following if following < page.total else None,
-        page.total,
-    )
+    return _counted(f"jobs tagged {tag}", engine.tagged(tag, offset, PAGE_SIZE), offset)
 
 
 def failed_jobs(engine: Engine, group: str, offset: int) -> JobList:
     page = engine.failed(group, offset, PAGE_SIZE)
+    return _counted(f"failure group {group} (newest first)", page, offset)
+
+
+def _counted(title: str, page: JobPage, offset: int) -> JobList:
+    """A page of a listing whose total the engine tells."""
     following = offset + PAGE_SIZE
     return JobList(
-        f"failure group {group} (newest first)",
-        list(page.jobs),
-        offset,
-        following if following < page.total else None,
-        page.total,
+        title, list(page.jobs), offset, following if following < page.total else None, page.total
     )
 
 
