@@ -146,3 +146,35 @@ def test_a_version_3_file_is_migrated_and_streams_events(tmp_path: Path) -> None
         with engine.events() as stream:
             engine.put("q", "j", "Task", now=T0)
             assert next_event(stream) == Event("put", jid="j", queue="q")
+
+
+def test_a_store_that_cannot_be_read_is_waited_out_then_a_gap(
+    engine: SQLiteEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lanner import EngineUnavailable
+
+    stream = engine.events()
+    assert isinstance(stream, SQLiteEventStream)
+    with stream:
+        failures = 3
+
+        def unreadable(original: object) -> object:
+            def read() -> object:
+                nonlocal failures
+                if failures:
+                    failures -= 1
+                    raise EngineUnavailable("the disk is away")
+                return original()  # type: ignore[operator]
+
+            return read
+
+        monkeypatch.setattr(stream._database, "read", unreadable(stream._database.read))
+        engine.put("q", "j", "Task", now=T0)
+        deadline = time.monotonic() + 10
+        first = None
+        while first is None:  # each get waits a little and gives up, without raising
+            assert time.monotonic() < deadline, "the stream never came back"
+            first = stream.get(timeout=0.05)
+        assert failures == 0
+        assert first == Event("gap")
+        assert next_event(stream) == Event("put", jid="j", queue="q")
