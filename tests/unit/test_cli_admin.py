@@ -547,7 +547,7 @@ def test_lanner_has_every_command() -> None:
 
     assert sorted(main.commands) == [
         "bench", "cancel", "chaos", "demo", "failed", "job", "jobs", "pause", "publish",
-        "redis-script", "retry", "serve", "simulate", "stats", "status", "unpause", "worker",
+        "redis-script", "retry", "serve", "simulate", "stats", "status", "unpause", "web", "worker",
     ]  # fmt: skip
 
 
