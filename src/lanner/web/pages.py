@@ -18,7 +18,8 @@ from lanner.names import label, queue_name
 from lanner.web import charts, reads
 from lanner.web.rendering import render
 
-LISTINGS = ("waiting", "running", "stalled", "scheduled", "depends", "recurring")
+LISTINGS = reads.QUEUE_STATES
+MAX_OFFSET = 10_000_000
 
 
 def engine_of(request: Request) -> Engine:
@@ -28,8 +29,8 @@ def engine_of(request: Request) -> Engine:
 
 def offset_of(request: Request) -> int:
     raw = request.query_params.get("offset", "0")
-    if not raw.isdigit() or int(raw) > 10_000_000:
-        raise MalformedArgument(f"offset must be a whole number, not {raw!r}")
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_OFFSET:
+        raise MalformedArgument(f"offset must be a whole number up to {MAX_OFFSET}, not {raw!r}")
     return int(raw)
 
 
