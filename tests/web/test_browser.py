@@ -75,7 +75,7 @@ def test_a_failure_found_read_and_retried_from_the_browser(
     page.screenshot(path=str(shots / "web-overview.png"), full_page=True)
 
     # A failure: its group, then the job and its traceback.
-    page.click("text=1 failed jobs in 1 groups")
+    page.click("text=1 failed job in 1 group")
     page.click("text=tasks.send-ValueError")
     page.click(f"a.jid:text-is('{jids['failed']}')")
     expect(page.locator("#traceback")).to_contain_text("ValueError: no such address")
