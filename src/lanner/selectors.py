@@ -8,11 +8,17 @@ selectors (Kale's lotteries and qless's ordered and round-robin modes), their re
 
 Every built-in calls `ready()` at most once per `select` (`lottery` and `random` never call it),
 returns one of the queues it was given, and breaks ties in priority by the configured order.
+
+A selector may also look at how long each queue's next task has waited: one with a
+`select_by_age(queues, ready, ages)` method (`AgeAwareSelector`; the built-in is
+`aged-priority`) is called with `ages()` instead, by the worker loop and the simulator; it
+costs the worker one peek per queue with work, so only such selectors are given it.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +33,9 @@ __all__ = [
     "DEFAULT_SELECTOR",
     "LOTTERY_LOTTERY_TRIES",
     "SELECTORS",
+    "AgeAwareSelector",
+    "AgedPriority",
+    "Ages",
     "DeficitPriority",
     "HighestPriorityFirst",
     "HighestPriorityLottery",
@@ -40,6 +49,7 @@ __all__ = [
     "SelectableQueue",
     "SelectorFactory",
     "UniformRandom",
+    "choose",
     "resolve_selector",
 ]
 
@@ -59,12 +69,41 @@ Q = TypeVar("Q", bound=SelectableQueue)
 Ready: TypeAlias = Callable[[], AbstractSet[str]]
 """Returns the names of the queues that have work now (one cheap call, cached by the caller)."""
 
+Ages: TypeAlias = Callable[[], Mapping[str, float]]
+"""Returns, for each queue with work now, how long (seconds) its next task has been ready.
+
+A queue that `ready()` names but whose age is unknown (found empty after all, or an engine
+that cannot peek) is missing from the mapping. Asking costs an engine call per queue with
+work, so callers supply ages only to selectors that declare `select_by_age`.
+"""
+
 
 @runtime_checkable
 class QueueSelector(Protocol):
     def select(self, queues: Sequence[Q], ready: Ready) -> Q:
         """Return the queue to pop next; `queues` is non-empty and in configured order."""
         ...
+
+
+@runtime_checkable
+class AgeAwareSelector(Protocol):
+    """A selector that also looks at how long each queue's next task has waited.
+
+    It still has `select(queues, ready)` (used where ages cannot be had); a caller that can
+    tell ages calls `select_by_age(queues, ready, ages)` instead (see `choose`)."""
+
+    def select(self, queues: Sequence[Q], ready: Ready) -> Q: ...
+
+    def select_by_age(self, queues: Sequence[Q], ready: Ready, ages: Ages) -> Q: ...
+
+
+def choose(selector: QueueSelector, queues: Sequence[Q], ready: Ready, ages: Ages) -> Q:
+    """Ask `selector` for a queue: with `ages` if it wants them, else `select(queues, ready)`.
+
+    `ages` is called only by a selector that wants it, so a caller can make it lazy."""
+    if isinstance(selector, AgeAwareSelector):
+        return selector.select_by_age(queues, ready, ages)
+    return selector.select(queues, ready)
 
 
 class SelectorFactory(Protocol):
@@ -97,12 +136,16 @@ class _Selector:
 
     def _draw(self, queues: Sequence[Q]) -> Q:
         """One weighted lottery: each queue holds `priority` tickets."""
+        self._check_priorities(queues)
+        return self._rng.choices(queues, weights=[q.priority for q in queues])[0]
+
+    @staticmethod
+    def _check_priorities(queues: Sequence[Q]) -> None:
         for q in queues:
             if q.priority < 1:
                 raise MalformedArgument(
                     f"queue {q.name!r} has priority {q.priority}; a lottery needs priorities >= 1"
                 )
-        return self._rng.choices(queues, weights=[q.priority for q in queues])[0]
 
 
 def _with_work(queues: Sequence[Q], ready: Ready) -> list[Q]:
@@ -235,6 +278,51 @@ class DeficitPriority(_Selector):
         return chosen
 
 
+class AgedPriority(_Selector):
+    """`aged-priority`: the queue whose next task has waited longest, each queue's wait
+    weighted down by how far its priority is below the top's; it needs the queues' ages,
+    which `WorkerLoop` and the simulator supply (one peek per queue with work).
+
+    Among the queues with work, with top the highest of their priorities, a queue's score is
+    the age of its next task times exp(-AGE_KAPPA * (top / priority - 1)): 1 for the top
+    queue, 0.30 for a priority-40 queue beside a 100 (it is served once its next task is
+    3.3 times as old as the top queue's), 2.5e-7 for a priority 5. The highest score is
+    served (ties: the higher priority, then the configured order). A lower queue is served
+    when its tasks have waited long enough for their priority, not at random, so its worst
+    wait stays short, and the top queue is served whenever it is the most behind. With no
+    queue with work it draws a queue to wait on with priority ** IDLE_EXPONENT tickets
+    (priority squared: mostly the top queue, where the next task most likely matters).
+    Without ages (`select`, or an engine that cannot peek) it is Reduced Lottery.
+    docs/simulate.md has the simulated comparison with Reduced Lottery.
+    """
+
+    AGE_KAPPA: Final = 0.8
+    IDLE_EXPONENT: Final = 2.0
+
+    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
+        return self._draw(_with_work(queues, ready) or queues)
+
+    def select_by_age(self, queues: Sequence[Q], ready: Ready, ages: Ages) -> Q:
+        """Return the queue to pop next; `ages()` gives each queue's next task's age (s)."""
+        if not queues:
+            raise MalformedArgument(f"{type(self).__name__}.select() needs at least one queue")
+        self._check_priorities(queues)
+        with_work = _with_work(queues, ready)
+        if not with_work:
+            weights = [q.priority**self.IDLE_EXPONENT for q in queues]
+            return self._rng.choices(queues, weights=weights)[0]
+        known = ages()
+        aged = [q for q in with_work if q.name in known]
+        if not aged:
+            return self._draw(with_work)
+        top = _highest(aged).priority
+        kappa = self.AGE_KAPPA
+        return max(
+            aged,
+            key=lambda q: (known[q.name] * math.exp(-kappa * (top / q.priority - 1)), q.priority),
+        )
+
+
 DEFAULT_SELECTOR: Final = "reduced-lottery"
 
 SELECTORS: Final[Mapping[str, SelectorFactory]] = MappingProxyType(
@@ -248,6 +336,7 @@ SELECTORS: Final[Mapping[str, SelectorFactory]] = MappingProxyType(
         "ordered": Ordered,
         "round-robin": RoundRobin,
         "deficit-priority": DeficitPriority,
+        "aged-priority": AgedPriority,
     }
 )
 

@@ -22,6 +22,9 @@ from lanner.selectors import (
     DEFAULT_SELECTOR,
     LOTTERY_LOTTERY_TRIES,
     SELECTORS,
+    AgeAwareSelector,
+    AgedPriority,
+    Ages,
     DeficitPriority,
     HighestPriorityFirst,
     HighestPriorityLottery,
@@ -33,6 +36,7 @@ from lanner.selectors import (
     ReducedLottery,
     RoundRobin,
     UniformRandom,
+    choose,
     resolve_selector,
 )
 
@@ -321,6 +325,7 @@ EXPECTED_CLASSES = {
     "ordered": Ordered,
     "round-robin": RoundRobin,
     "deficit-priority": DeficitPriority,
+    "aged-priority": AgedPriority,
 }
 
 
@@ -464,3 +469,128 @@ def test_deficit_priority_keeps_credit_per_instance() -> None:
     assert picks(first, both, 3) == "hhh"
     assert picks(second, both, 1) == "h"
     assert picks(first, both, 1) == "d"
+
+
+# -- aged-priority ------------------------------------------------------------------------
+
+
+def aged(ages: Mapping[str, float]) -> tuple[Ready, Ages]:
+    """`ready` and `ages` for queues whose next tasks have waited `ages` seconds."""
+    return always(frozenset(ages)), lambda: ages
+
+
+def by_age(selector: AgedPriority, ages: Mapping[str, float]) -> str:
+    ready, ages_now = aged(ages)
+    return selector.select_by_age(QUEUES, ready, ages_now).name
+
+
+def test_aged_priority_is_registered_and_wants_ages() -> None:
+    assert SELECTORS["aged-priority"] is AgedPriority
+    rng = random.Random(3)
+    selector = resolve_selector("aged-priority", rng=rng)
+    assert type(selector) is AgedPriority
+    assert selector._rng is rng
+    assert isinstance(selector, AgeAwareSelector)
+    assert not isinstance(ReducedLottery(), AgeAwareSelector)
+
+
+def test_aged_priority_weighs_each_queues_age_by_its_priority_below_the_top() -> None:
+    selector = AgedPriority(random.Random(1))
+    # A priority-40 queue beside a 100 counts exp(-0.8 * 1.5) = 0.30 of its age.
+    ratio = math.exp(AgedPriority.AGE_KAPPA * (100 / 40 - 1))
+    assert 3.3 < ratio < 3.4
+    assert by_age(selector, {"high": 1.0, "default": 3.2}) == "high"
+    assert by_age(selector, {"high": 1.0, "default": 3.4}) == "default"
+    # A priority 5 needs millions of times the top queue's age: an hour is not 1 ms.
+    assert by_age(selector, {"high": 0.001, "low": 3600.0}) == "high"
+    assert by_age(selector, {"high": 0.0, "low": 3600.0}) == "low"
+
+
+def test_aged_priority_weighs_against_the_top_queue_with_work() -> None:
+    # Without high, default is the top: it counts its age in full against low's weighted one.
+    selector = AgedPriority(random.Random(1))
+    assert by_age(selector, {"default": 1.0, "low": 1.0}) == "default"
+    ratio = math.exp(AgedPriority.AGE_KAPPA * (40 / 5 - 1))
+    assert by_age(selector, {"default": 1.0, "low": ratio * 1.01}) == "low"
+
+
+def test_aged_priority_breaks_ties_by_priority_then_order() -> None:
+    selector = AgedPriority(random.Random(1))
+    assert by_age(selector, {"high": 0.0, "default": 0.0, "low": 0.0}) == "high"
+    twin = Queue("twin", 100)
+    ready, ages = aged({"high": 2.0, "twin": 2.0})
+    assert selector.select_by_age([twin, HIGH], ready, ages) is twin
+    ready, ages = aged({"high": 2.0, "twin": 2.5})
+    assert selector.select_by_age([HIGH, twin], ready, ages) is twin
+
+
+def test_aged_priority_skips_queues_without_an_age() -> None:
+    # ready() named default, but its peek found nothing: it is not chosen.
+    selector = AgedPriority(random.Random(1))
+    got = selector.select_by_age(QUEUES, always({"high", "default"}), lambda: {"high": 0.0})
+    assert got is HIGH
+
+
+def test_aged_priority_without_ages_is_reduced_lottery() -> None:
+    # select() (no ages), and ages() that knows none (an engine that cannot peek).
+    for ages in (None, dict):
+        plain, lottery = AgedPriority(random.Random(4)), ReducedLottery(random.Random(4))
+        for ready in (always(NAMES), always({"high", "low"}), always(NOTHING)):
+            for _ in range(200):
+                got = (
+                    plain.select(QUEUES, ready)
+                    if ages is None
+                    else plain.select_by_age(QUEUES, ready, ages)
+                )
+                if ages is not None and not ready():
+                    lottery._rng.random()  # the idle draw is not Reduced Lottery's
+                    continue
+                assert got is lottery.select(QUEUES, ready)
+
+
+def test_aged_priority_with_no_work_waits_on_a_queue_drawn_by_priority_squared() -> None:
+    selector = AgedPriority(random.Random(5))
+    calls: list[int] = []
+
+    def ages() -> Mapping[str, float]:
+        calls.append(1)
+        return {}
+
+    counts = Counter(selector.select_by_age(QUEUES, always(NOTHING), ages).name for _ in range(N))
+    total = sum(q.priority**2 for q in QUEUES)
+    assert_shares(counts, {q.name: q.priority**2 / total for q in QUEUES})
+    assert calls == []  # no queue has work: no ages asked for
+
+
+def test_aged_priority_asks_for_ages_once_a_selection() -> None:
+    selector = AgedPriority(random.Random(1))
+    calls: list[int] = []
+
+    def ages() -> Mapping[str, float]:
+        calls.append(1)
+        return {"high": 0.5, "low": 10.0}
+
+    selector.select_by_age(QUEUES, always({"high", "low"}), ages)
+    assert calls == [1]
+
+
+def test_aged_priority_rejects_priorities_below_one() -> None:
+    ready, ages = aged({"high": 1.0, "zero": 1.0})
+    with pytest.raises(MalformedArgument, match=r"'zero' has priority 0"):
+        AgedPriority().select_by_age([HIGH, Queue("zero", 0)], ready, ages)
+    with pytest.raises(MalformedArgument, match="at least one queue"):
+        AgedPriority().select_by_age([], ready, ages)
+
+
+def test_choose_gives_ages_only_to_selectors_that_want_them() -> None:
+    asked: list[int] = []
+
+    def ages() -> Mapping[str, float]:
+        asked.append(1)
+        return {"default": 100.0, "high": 1.0}
+
+    ready = always({"high", "default"})
+    assert choose(HighestPriorityFirst(), QUEUES, ready, ages) is HIGH
+    assert asked == []
+    assert choose(AgedPriority(random.Random(1)), QUEUES, ready, ages) is DEFAULT
+    assert asked == [1]

@@ -67,12 +67,14 @@ def test_a_run_prints_each_queues_waits_and_the_summary(small: Path) -> None:
 
 
 def test_compare_runs_every_policy_and_gives_the_factor_against_static(small: Path) -> None:
-    result = run(str(small), "--compare", "reduced-lottery,deficit-priority,static", "--json",
-                 "--jobs", "1")  # fmt: skip
+    result = run(str(small), "--compare", "reduced-lottery,deficit-priority,aged-priority,static",
+                 "--json", "--jobs", "1")  # fmt: skip
     assert result.exit_code == 0, result.output
     runs = json.loads(result.stdout)
-    assert [r["policy"] for r in runs] == ["reduced-lottery", "deficit-priority", "static"]
-    static = runs[2]
+    assert [r["policy"] for r in runs] == [
+        "reduced-lottery", "deficit-priority", "aged-priority", "static"
+    ]  # fmt: skip
+    static = runs[3]
     assert [q["workers"] for q in static["queues"]] == [2, 1]
     assert runs[0]["queues"][0]["workers"] is None
     for r in runs:

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from lanner.queues import QueueConfig
-from lanner.selectors import Ready, SelectableQueue
+from lanner.selectors import Ages, Ready, SelectableQueue
 from lanner.simulate import Costs, Scenario, SimQueue, Window, simulate
 from lanner.simulate import core as simulate_core
 from lanner.simulate.arrivals import ArrivalSpec
@@ -148,6 +148,47 @@ def test_the_selector_sees_the_queues_with_work_through_the_workers_cache(
     # `b` has had work since 0.05.
     assert seen[0] == {"a"}
     assert seen[1] == {"a"}
+
+
+def test_a_selector_that_asks_is_given_each_queues_age_from_the_workers_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[dict[str, float]] = []
+
+    class AgeRecorder:
+        def select(self, queues: Sequence[SelectableQueue], ready: Ready) -> SelectableQueue:
+            raise AssertionError("a selector with select_by_age is asked with ages")
+
+        def select_by_age(
+            self, queues: Sequence[SelectableQueue], ready: Ready, ages: Ages
+        ) -> SelectableQueue:
+            known = dict(ages())
+            seen.append(known)
+            return max(queues, key=lambda q: known.get(q.name, -1.0))
+
+    def fake_resolve(name: str, *, rng: random.Random | None = None) -> AgeRecorder:
+        return AgeRecorder()
+
+    monkeypatch.setattr(simulate_core, "resolve_selector", fake_resolve)
+    a = queue("a", replay(0.0, 0.3), run=0.4, batch=1, iterations=1)
+    b = queue("b", replay(0.1), run=0.1)
+    simulate(scenario(a, b, ready_cache_sec=0.0), "recorder")
+    # At 0: a's task has just come. At 0.41: a's second task has waited 0.11 s, b's 0.31 s;
+    # the oldest is taken, then a's at 0.52 (0.22 s).
+    assert seen[0] == {"a": 0.0}
+    assert seen[1] == pytest.approx({"a": 0.41 - 0.3, "b": 0.41 - 0.1})
+    assert seen[2] == pytest.approx({"a": 0.52 - 0.3})
+
+
+def test_aged_priority_runs_in_the_simulator_on_the_same_arrivals() -> None:
+    mix = poisson_mix(workers=3)
+    aged = simulate(mix, "aged-priority")
+    lottery = simulate(mix, "reduced-lottery")
+    assert aged.policy == "aged-priority"
+    assert sum(q.unserved for q in aged.queues) == 0
+    assert [q.wait.count for q in aged.queues] == [q.wait.count for q in lottery.queues]
+    assert aged.queues != lottery.queues
+    assert aged.queue("high").wait.mean < aged.queue("low").wait.mean
 
 
 # -- properties of bigger runs ---------------------------------------------------------------

@@ -3,7 +3,8 @@
 Each worker follows `lanner.worker.loop.WorkerLoop._round`, with a real selector object:
 
     select a queue (the selector sees which queues have work, as cached by the worker for
-    `ready_cache_sec`); block = the chosen queue had no work in that view
+    `ready_cache_sec`, and, if it asks, how long each one's next task has waited);
+    block = the chosen queue had no work in that view
     up to num_iterations times: pop up to batch_size tasks; if none, the round ends (a
     blocking pop first waits up to long_poll_time_sec for an arrival); run the batch
 
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from typing import Final
 
 from lanner.queues import QueueConfig
-from lanner.selectors import QueueSelector, resolve_selector
+from lanner.selectors import AgeAwareSelector, QueueSelector, resolve_selector
 from lanner.simulate.arrivals import GRID_SEC, ArrivalStream
 from lanner.simulate.distributions import RunTime
 from lanner.simulate.results import DepthSeries, QueueResult, RunResult, WaitSummary
@@ -104,6 +105,7 @@ class _Queue:
 
 class _Worker:
     __slots__ = (
+        "by_age",
         "cache_sec",
         "configs",
         "index",
@@ -120,6 +122,10 @@ class _Worker:
         self, index: int, queues: tuple[_Queue, ...], selector: QueueSelector, cache_sec: float
     ) -> None:
         self.index, self.queues, self.selector, self.cache_sec = index, queues, selector, cache_sec
+        # The selector again, if it wants the queues' ages (WorkerLoop asks the same way).
+        self.by_age: AgeAwareSelector | None = (
+            selector if isinstance(selector, AgeAwareSelector) else None
+        )
         self.configs: tuple[QueueConfig, ...] = tuple(q.config for q in queues)
         self.now = 0.0
         self.ready_at = -math.inf
@@ -139,6 +145,17 @@ class _Worker:
             self.ready_names = frozenset(names)
             self.ready_at = now
         return self.ready_names
+
+    def ages(self) -> dict[str, float]:
+        """Per queue in the worker's view of those with work, how long its next task has been
+        ready now, as WorkerLoop.queue_ages peeks it (a queue found empty is left out)."""
+        now, names, ages = self.now, self.ready(), {}
+        for queue in self.queues:
+            if queue.name in names:
+                arrivals, head = queue.arrivals, queue.head
+                if head < len(arrivals) and arrivals[head] <= now:
+                    ages[queue.name] = now - arrivals[head]
+        return ages
 
 
 def simulate(scenario: Scenario, policy: str, progress: Progress | None = None) -> RunResult:
@@ -276,7 +293,11 @@ class _Simulation:
             self._empty_pop(worker, now)  # ran dry mid-round: back to the selector
             return
         worker.now = now
-        queue = self.by_name[worker.selector.select(worker.configs, worker.ready).name]
+        if worker.by_age is not None:
+            chosen = worker.by_age.select_by_age(worker.configs, worker.ready, worker.ages)
+        else:
+            chosen = worker.selector.select(worker.configs, worker.ready)
+        queue = self.by_name[chosen.name]
         block = queue.name not in worker.ready()
         worker.queue, worker.iterations_left = queue, queue.iterations
         taken = self._take(queue, now) if queue.has_work(now) else 0

@@ -2,6 +2,8 @@
 
     forever:
         queue = selector.select(queues)                  # Reduced Lottery by default
+                                                         # (with the queues' ages, for a
+                                                         # selector that wants them)
         repeat num_iterations times:
             jobs = pop(queue, batch size)                # lock = visibility_timeout_sec;
                                                          # blocks up to long_poll_time_sec
@@ -49,7 +51,7 @@ from lanner.errors import (
 )
 from lanner.job import Job
 from lanner.queues import QueueConfig
-from lanner.selectors import QueueSelector
+from lanner.selectors import QueueSelector, choose
 from lanner.task import Task
 from lanner.worker import failures, interrupt
 from lanner.worker.admission import Rejected, admit
@@ -195,7 +197,7 @@ class WorkerLoop:
 
     def _round(self) -> str | None:
         """Select a queue and work it for up to num_iterations batches; a limit's name if hit."""
-        queue = self.selector.select(self.queues, self.ready_queues)
+        queue = self.select()
         # Block only on a queue chosen while none had work; a queue that runs dry
         # mid-round sends the worker back to the selector, not into a long poll.
         block = queue.name not in self.ready_queues()
@@ -210,6 +212,29 @@ class WorkerLoop:
             if reason or self._stopping:
                 return reason
         return None
+
+    def select(self) -> QueueConfig:
+        """Ask the selector for the next queue; with the queues' ages if it wants them."""
+        return choose(self.selector, self.queues, self.ready_queues, self.queue_ages)
+
+    def queue_ages(self) -> dict[str, float]:
+        """Per queue with work (as `ready_queues` says), how long its next job has been ready,
+        in seconds: one peek per such queue, made only for a selector that asks. A queue
+        found empty is left out; so is every queue if the engine cannot peek."""
+        engine = self.engine
+        if Capability.LISTING not in engine.capabilities:
+            return {}
+        names = self.ready_queues()
+        ages: dict[str, float] = {}
+        for queue in self.queues:
+            if queue.name not in names:
+                continue
+            jobs = engine.peek(queue.name, 1)
+            if jobs:
+                job = jobs[0]
+                since = job.due if job.due is not None else job.expires  # a stalled job's lock
+                ages[queue.name] = max(0.0, time.time() - since)
+        return ages
 
     def ready_queues(self) -> frozenset[str]:
         """Names of the queues with work, from one engine call reused for a moment."""
