@@ -189,16 +189,25 @@ def next_due(conn: sqlite3.Connection, queue: str) -> float:
 
 def peek(conn: sqlite3.Connection, queue: str, count: int, now: float) -> list[Job]:
     """The jobs a pop would take next, in its order, without changing anything (expired
-    waiting jobs are skipped, left for a pop to drop)."""
+    waiting jobs are skipped, left for a pop to drop).
+
+    Each kind of candidate gives its first `count` in its own index's order (locks run
+    out, stalled, waiting, scheduled and due), and only those are sorted together: a long
+    queue is not sorted whole to show its head.
+    """
     found = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM ("
-        "  SELECT *, 0 AS rank FROM jobs WHERE queue = :q AND state = 'running' "
-        "    AND expires <= :now "
-        "  UNION ALL SELECT *, 1 FROM jobs WHERE queue = :q AND state = 'stalled' "
-        "  UNION ALL SELECT *, 2 FROM jobs WHERE queue = :q AND state = 'waiting' "
+        "  SELECT * FROM (SELECT *, 0 AS rank FROM jobs WHERE queue = :q "
+        "    AND state = 'running' AND expires <= :now ORDER BY expires LIMIT :n)"
+        "  UNION ALL SELECT * FROM (SELECT *, 1 FROM jobs WHERE queue = :q "
+        "    AND state = 'stalled' ORDER BY ready_at, seq LIMIT :n)"
+        "  UNION ALL SELECT * FROM (SELECT *, 2 FROM jobs WHERE queue = :q "
+        "    AND state = 'waiting' AND (expires_at IS NULL OR expires_at > :now) "
+        "    ORDER BY priority DESC, ready_at, seq LIMIT :n)"
+        "  UNION ALL SELECT * FROM (SELECT *, 2 FROM jobs WHERE queue = :q "
+        "    AND state = 'scheduled' AND ready_at <= :now "
         "    AND (expires_at IS NULL OR expires_at > :now) "
-        "  UNION ALL SELECT *, 2 FROM jobs WHERE queue = :q AND state = 'scheduled' "
-        "    AND ready_at <= :now AND (expires_at IS NULL OR expires_at > :now)"
+        "    ORDER BY priority DESC, ready_at, seq LIMIT :n)"
         ") ORDER BY rank, CASE rank WHEN 0 THEN expires ELSE 0 END, "
         "  CASE rank WHEN 2 THEN -priority ELSE 0 END, ready_at, seq LIMIT :n",
         {"q": queue, "now": now, "n": count},
