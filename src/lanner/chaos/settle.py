@@ -69,9 +69,8 @@ def account_poison(run: Run, work: Workload) -> list[PoisonOutcome]:
     killed = {kill.pid for kill in run.kills}
     # A worker stopped past its lease, or left without a supervisor, loses its jobs' locks;
     # a job whose lock runs out with no retry left fails as qless says: failed-retries-<q>.
-    locks_ran_out = bool(run.stops) or any(
-        incident.name == "supervisor-kill" for incident in run.incidents
-    )
+    supervisor_killed = any(incident.name == "supervisor-kill" for incident in run.incidents)
+    locks_ran_out = bool(run.stops) or supervisor_killed
     outcomes = []
     for jid, kind in sorted(work.poison.items()):
         job = jobs.get(jid)
@@ -96,6 +95,11 @@ def account_poison(run: Run, work: Workload) -> list[PoisonOutcome]:
                 ok = job.state == lanner.JobState.FAILED and group == "lanner-worker-died"
             if not ok and locks_ran_out:
                 ok = job.state == lanner.JobState.FAILED and group.startswith("failed-retries-")
+            if not ok and supervisor_killed and expected.group == "lanner-worker-died":
+                # An orphan of the killed supervisor died of it: nobody saw its exit status,
+                # and the next pool fails the job with the reason it can know.
+                ok = job.state == lanner.JobState.FAILED and group == "lanner-worker-died"
+                ok = ok and "supervisor had died" in message
         outcomes.append(PoisonOutcome(jid, kind, str(job.state), group, reason[:200], ok))
     return outcomes
 
