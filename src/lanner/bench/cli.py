@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console, Group
@@ -25,8 +25,11 @@ from lanner.bench.common import (
     DEFAULT_JOBS,
     DEFAULT_SAMPLES,
     BenchError,
+    MachineInfo,
 )
 from lanner.errors import LannerError
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -93,14 +96,25 @@ def bench() -> None:
     """Measure lanner's performance on this machine."""
 
 
+def _about(url: str, machine: MachineInfo) -> Text:
+    """The engine and machine a benchmark ran on, under its table."""
+    return Text(f"engine: {url}\n{machine.platform}, {machine.cpu_count} CPUs\n"
+                f"Python {machine.python}, lanner {machine.lanner}", style="dim")  # fmt: skip
+
+
+def _store_url_option(what: str) -> Callable[[F], F]:
+    """`--url`: the store a benchmark uses, `what` it is; a temporary SQLite file if unset."""
+    return click.option(
+        "--url",
+        default=None,
+        metavar="URL",
+        help=f"{what}; it should be empty. Default: SQLite (synchronous=full) on a new "
+        "temporary file, deleted afterwards.",
+    )
+
+
 @bench.command("engine")
-@click.option(
-    "--url",
-    default=None,
-    metavar="URL",
-    help="Engine to measure; it should be empty. Default: SQLite (synchronous=full) "
-    "on a new temporary file, deleted afterwards.",
-)
+@_store_url_option("Engine to measure")
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
@@ -209,13 +223,7 @@ def results_view(result: EngineBenchResult) -> Group:
 
 
 @bench.command("pool")
-@click.option(
-    "--url",
-    default=None,
-    metavar="URL",
-    help="Store to measure; it should be empty. Default: SQLite (synchronous=full) "
-    "on a new temporary file, deleted afterwards.",
-)
+@_store_url_option("Store to measure")
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
@@ -322,13 +330,7 @@ def pool_results_view(result: PoolBenchResult) -> Group:
 
 
 @bench.command("kestrel")
-@click.option(
-    "--url",
-    default=None,
-    metavar="URL",
-    help="Engine behind `lanner serve`; it should be empty. Default: SQLite "
-    "(synchronous=full) on a new temporary file, deleted afterwards.",
-)
+@_store_url_option("Engine behind `lanner serve`")
 @click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
               help="Client processes, one connection each.")  # fmt: skip
 @click.option("--items", type=click.IntRange(min=1), default=20000, show_default=True,
@@ -364,20 +366,11 @@ def kestrel_command(
     ]
     for label, value in rows:
         table.add_row(label, "not installed" if value is None else f"{value:,.0f} items/s")
-    machine = result.machine
-    about = Text(f"engine: {result.url}\n{machine.platform}, {machine.cpu_count} CPUs\n"
-                 f"Python {machine.python}, lanner {machine.lanner}", style="dim")  # fmt: skip
-    Console().print(Group(table, about))
+    Console().print(Group(table, _about(result.url, result.machine)))
 
 
 @bench.command("web")
-@click.option(
-    "--url",
-    default=None,
-    metavar="URL",
-    help="Engine to fill and browse; it should be empty. Default: SQLite "
-    "(synchronous=full) on a new temporary file, deleted afterwards.",
-)
+@_store_url_option("Engine to fill and browse")
 @click.option("--jobs", type=click.IntRange(min=100), default=100_000, show_default=True,
               help="Jobs in the store while the pages are fetched.")  # fmt: skip
 @click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
@@ -406,7 +399,4 @@ def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None
     for page in result.pages:
         table.add_row(page.path, str(page.engine_calls), f"{page.median_ms:.1f} ms",
                       f"{page.p95_ms:.1f} ms")  # fmt: skip
-    machine = result.machine
-    about = Text(f"engine: {result.url}\n{machine.platform}, {machine.cpu_count} CPUs\n"
-                 f"Python {machine.python}, lanner {machine.lanner}", style="dim")  # fmt: skip
-    Console().print(Group(table, about))
+    Console().print(Group(table, _about(result.url, result.machine)))
