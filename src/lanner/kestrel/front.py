@@ -205,13 +205,16 @@ class Front:
         return [None] * len(jids)
 
     async def release(self, queue: str, jids: list[str]) -> None:
-        """Give items back to the head of their queue (an abort), no retry spent."""
+        """Give items back to the head of their queue (an abort), no retry spent.
+
+        The give-back is not the caller's to cancel: a connection that closes while its
+        request gives an item back (its task cancelled) would otherwise cancel the release
+        before it ran, and the item would stay locked until its lock ran out.
+        """
         for jid in jids:
             self.open.pop(jid, None)
         if jids:
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, self._release, queue, jids
-            )
+            await asyncio.shield(self._start_release(queue, jids))
 
     def _release(self, queue: str, jids: list[str]) -> None:
         try:
@@ -220,13 +223,17 @@ class Front:
             logger.warning("could not give back %d item(s) of %s: %s", len(jids), queue, error)
 
     def _give_back(self, queue: str, job: Job | None) -> None:
-        if job is None:
-            return
+        if job is not None:
+            self._start_release(queue, [job.jid])
+
+    def _start_release(self, queue: str, jids: list[str]) -> asyncio.Future[None]:
+        """The release of `jids`, under way: `close` waits for it, and nobody cancels it."""
         release = asyncio.get_running_loop().run_in_executor(
-            self._executor, self._release, queue, [job.jid]
+            self._executor, self._release, queue, jids
         )
         self._giving_back.add(release)
         release.add_done_callback(self._giving_back.discard)
+        return release
 
     # -- open items and other commands ----------------------------------------------------
     def hold(self, job: Job) -> None:
