@@ -15,8 +15,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-import lanner.app
-from lanner import Engine, JobState, open_engine, operations
+from lanner import Engine, JobState, operations
 from lanner.commands import register_admin
 from lanner.commands.failures import first_line
 from lanner.names import QUEUE_NAME_RULE
@@ -28,26 +27,6 @@ TRACEBACK = (
     "    send()\n"
     "myapp.errors.SMTPError: connection refused\n"
 )
-
-
-@pytest.fixture
-def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh store, and an environment that neither configures lanner nor styles output."""
-    for name in ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(lanner.app, "_default_app", None)  # the CLI sets it; put it back after
-    return f"sqlite:///{tmp_path}/x.db"
-
-
-@pytest.fixture
-def engine(url: str) -> Iterator[Engine]:
-    opened = open_engine(url)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture

@@ -3,41 +3,19 @@ on a driven clock (`now=`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import click
 import pytest
 from click.testing import CliRunner, Result
 
-import lanner.app
-from lanner import Engine, open_engine
+from lanner import Engine
 from lanner.commands import register_admin
 from lanner.names import QUEUE_NAME_RULE
 
 KLASS = "myapp.tasks.Work"
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()
-
-
-@pytest.fixture
-def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name in ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(lanner.app, "_default_app", None)
-    return f"sqlite:///{tmp_path}/x.db"
-
-
-@pytest.fixture
-def engine(url: str) -> Iterator[Engine]:
-    opened = open_engine(url)
-    yield opened
-    opened.close()
 
 
 @pytest.fixture
