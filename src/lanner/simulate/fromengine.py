@@ -19,6 +19,7 @@ import yaml
 
 from lanner.engine import Engine
 from lanner.errors import ConfigError
+from lanner.histograms import bucket_bounds
 from lanner.queues import QueueConfig
 from lanner.records import TimingStats
 from lanner.simulate.arrivals import ArrivalSpec
@@ -32,13 +33,9 @@ EMPIRICAL_FROM_SEC: Final = 5.0
 
 
 def histogram_edges() -> tuple[float, ...]:
-    """The bounds of the engines' 148 buckets: 60 of a second, 59 of a minute, 23 of an
-    hour, 6 of a day (149 edges)."""
-    edges = [float(s) for s in range(60)]
-    edges += [60.0 * m for m in range(1, 60)]
-    edges += [3600.0 * h for h in range(1, 24)]
-    edges += [DAY * d for d in range(1, 8)]
-    return tuple(edges)
+    """The 149 edges of the engines' 148 buckets (`lanner.histograms.bucket_bounds`)."""
+    bounds = bucket_bounds()
+    return (*(low for low, _ in bounds), bounds[-1][1])
 
 
 def run_time_from(stats: TimingStats) -> RunTime:
