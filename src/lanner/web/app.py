@@ -16,8 +16,7 @@ Routes (pages in `pages`, actions in `actions`):
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -51,27 +50,30 @@ def create_app(engine: Engine, *, token: str | None = None, host: str = "127.0.0
             hub.stop()
 
     routes = [
-        Route("/", _page(pages.overview)),
-        Route("/fragments/queues", _page(pages.queues_fragment)),
-        Route("/queues/{name}", _page(pages.queue)),
-        Route("/jobs", _page(pages.jobs)),
-        Route("/job", _page(pages.job)),
-        Route("/failures", _page(pages.failures)),
-        Route("/workers", _page(pages.workers)),
-        Route("/worker", _page(pages.worker)),
-        Route("/recurring", _page(pages.recurring)),
+        Route("/", pages.overview),
+        Route("/fragments/queues", pages.queues_fragment),
+        Route("/queues/{name}", pages.queue),
+        Route("/jobs", pages.jobs),
+        Route("/job", pages.job),
+        Route("/failures", pages.failures),
+        Route("/workers", pages.workers),
+        Route("/worker", pages.worker),
+        Route("/recurring", pages.recurring),
         Route("/live", _live),
         Route("/metrics", _metrics),
-        Route("/login", _page(_login_page)),
+        Route("/login", _login_page),
         Route("/login", actions.login, methods=["POST"]),
         Route("/logout", actions.logout, methods=["POST"]),
-        Route("/act/{action}", _guarded(actions.act), methods=["POST"]),
+        Route("/act/{action}", actions.act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     allowed = ["*"] if host in ("0.0.0.0", "::", "") else [*LOCAL_HOSTS, host]  # noqa: S104
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
+        # Page handlers are plain functions: Starlette runs them on its thread pool, so a
+        # slow store never blocks the loop; what lanner raises on purpose is shown as a page.
+        exception_handlers={LannerError: _error_page},
         middleware=[Middleware(SecurityHeaders, allowed_hosts=allowed)],
     )
     app.state.engine = engine
@@ -80,27 +82,8 @@ def create_app(engine: Engine, *, token: str | None = None, host: str = "127.0.0
     return app
 
 
-def _page(handler: Callable[[Request], Response]) -> Callable[[Request], Any]:
-    """A page handler run on the thread pool, its LannerErrors shown as error pages."""
-
-    async def endpoint(request: Request) -> Response:
-        try:
-            return await run_in_threadpool(handler, request)
-        except LannerError as error:
-            return error_page(request, error)
-
-    return endpoint
-
-
-def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
-    async def endpoint(request: Request) -> Response:
-        try:
-            response: Response = await handler(request)
-        except LannerError as error:
-            return error_page(request, error)
-        return response
-
-    return endpoint
+async def _error_page(request: Request, error: Exception) -> Response:
+    return error_page(request, error)
 
 
 def _login_page(request: Request) -> Response:
