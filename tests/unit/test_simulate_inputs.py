@@ -38,6 +38,18 @@ def test_a_batch_runs_batch_times_the_mean_on_average(run_time: RunTime, batch: 
     assert statistics.fmean(drawn) == pytest.approx(batch * run_time.mean, abs=5 * error + 1e-9)
 
 
+@pytest.mark.parametrize(
+    "run_time",
+    [Exponential(0.5), LogNormal(2.0, 0.8), Empirical((0, 1, 3), (1, 1))],
+    ids=["exponential", "lognormal", "empirical"],
+)
+def test_a_tasks_run_time_does_not_depend_on_how_tasks_are_batched(run_time: RunTime) -> None:
+    one_batch = run_time.total(random.Random(7), 6)
+    rng = random.Random(7)
+    in_three = [run_time.total(rng, n) for n in (1, 3, 2)]
+    assert math.fsum(in_three) == pytest.approx(one_batch, rel=1e-12)
+
+
 def test_the_empirical_mean_is_the_buckets_midpoints_weighted() -> None:
     assert Empirical((0, 1, 3), (1, 1)).mean == pytest.approx((0.5 + 2) / 2)
     assert Empirical((0, 2), (5,)).mean == 1.0

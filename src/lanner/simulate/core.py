@@ -13,7 +13,8 @@ The static baseline is the same loop with each worker given a single queue.
 Speed comes from never making an event per task. A queue is a sorted list of arrival
 times and the index of the first task not yet popped, so "what is waiting at time t" is a
 bisection; events are only batch ends, poll deadlines, wake-ups of blocked workers at an
-arrival, and depth samples. A batch's run time is one draw of the total.
+arrival, and depth samples. A batch's run time is the sum of its tasks' (one draw each, in
+the queue's order, so a task runs as long under every policy).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 Each distribution knows its mean (for static assignment and offered load) and draws the
 total run time of a batch of `n` tasks in one call, which is what the simulator needs: a
-worker runs a popped batch back to back, so only the batch's total moves the clock.
+worker runs a popped batch back to back, so only the batch's total moves the clock. The
+total is always one draw per task, in order, from the queue's own random stream: since a
+queue is popped in arrival order, its k-th task runs as long under every policy however the
+batches fall (common random numbers, so that policies are compared on the same work).
 """
 
 from __future__ import annotations
@@ -54,10 +57,10 @@ class Exponential:
         return self.mean_seconds
 
     def total(self, rng: random.Random, n: int) -> float:
-        # A sum of n exponentials is one gamma draw: one call per batch, not one per task.
+        draw, rate = rng.expovariate, 1.0 / self.mean_seconds
         if n == 1:
-            return rng.expovariate(1.0 / self.mean_seconds)
-        return rng.gammavariate(n, self.mean_seconds)
+            return draw(rate)
+        return math.fsum(draw(rate) for _ in range(n))
 
     def describe(self) -> str:
         return f"exponential, mean {self.mean_seconds:g} s"
