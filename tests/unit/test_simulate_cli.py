@@ -117,6 +117,34 @@ def test_plots_are_written_as_png_or_svg(small: Path, tmp_path: Path) -> None:
     assert f"plotted to {png}" in result.output
 
 
+def test_seeds_compare_policies_paired_over_seeds(small: Path) -> None:
+    args = [str(small), "--compare", "reduced-lottery,highest-priority-first", "--seeds", "3",
+            "--jobs", "1"]  # fmt: skip
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    title = "highest-priority-first against reduced-lottery, paired over 3 seeds (2-4)"
+    for text in (title, "lower on", "interval", "p99"):
+        assert text in result.output
+    stats = json.loads(run(*args, "--json").stdout)
+    assert {(s["queue"], s["statistic"]) for s in stats} == {
+        (q, w) for q in ("high", "low") for w in ("mean", "p99", "max")
+    }
+    # Each seed's pair is the runs --seed N gives, so the medians are those runs' medians.
+    high_p99 = next(s for s in stats if (s["queue"], s["statistic"]) == ("high", "p99"))
+    singles = [
+        json.loads(run(str(small), "--compare", "reduced-lottery,highest-priority-first", "--seed",
+                       str(seed), "--json", "--jobs", "1").stdout)
+        for seed in (2, 3, 4)
+    ]  # fmt: skip
+    p99s = sorted(runs[1]["queues"][0]["wait"]["p99"] for runs in singles)
+    assert high_p99["median"] == pytest.approx(p99s[1])
+    ratios = [runs[1]["queues"][0]["wait"]["p99"] / runs[0]["queues"][0]["wait"]["p99"]
+              for runs in singles]  # fmt: skip
+    assert high_p99["lower_on"] == sum(r < 1 for r in ratios)
+    low, high = high_p99["interval"]
+    assert low <= high_p99["ratio"] <= high
+
+
 BAD = [
     ([], "give a SCENARIO.yaml or --from-engine URL"),
     (["{small}", "--from-engine", "sqlite:///x.db"], "give a SCENARIO.yaml or --from-engine"),
@@ -129,6 +157,16 @@ BAD = [
     (["{small}", "--duration", "30s"], "measured window ends at 600 s, after the duration"),
     (["{small}", "--duration", "never"], "'never' is not a duration"),
     (["nope.yaml"], "nope.yaml: cannot read the file"),
+    (["{small}", "--seeds", "3"], "--seeds compares policies: give two or more"),
+    (["{small}", "--compare", "random,static", "--seeds", "1"], "--seeds"),
+    (
+        ["{small}", "--compare", "random,static", "--seeds", "3", "--rate-scale", "1,2"],
+        "--seeds takes one --rate-scale",
+    ),
+    (
+        ["{small}", "--compare", "random,static", "--seeds", "3", "--plot", "x.png"],
+        "--plot draws one seed's runs",
+    ),
 ]
 
 

@@ -7,8 +7,9 @@ designing queue selectors: `lanner simulate SCENARIO.yaml`, or from Python:
 
 Modules: `scenario` (the data), `loader` (YAML), `arrivals` and `distributions` (what
 arrives when and runs how long), `core` (the event loop), `results`, `runner` (several
-runs on several cores), `sweep` (policies against static, over loads), `fromengine`
-(a scenario from an engine's statistics), `report` and `plot` (tables and figures), `cli`.
+runs on several cores), `sweep` (policies against static, over loads), `seeds` (policies
+against each other, paired over seeds), `fromengine` (a scenario from an engine's
+statistics), `report` and `plot` (tables and figures), `cli`.
 """
 
 from __future__ import annotations

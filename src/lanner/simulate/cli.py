@@ -14,6 +14,7 @@ import click
 from lanner.errors import LannerError
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress, TaskID
 
     from lanner.simulate.results import RunResult
@@ -34,6 +35,13 @@ ENGINE_ONLY = ("queue", "queue_config", "date", "write_scenario")
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Override the number of workers.")
 @click.option("--seed", type=click.IntRange(min=0), help="Override the scenario's seed.")
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=2),
+    metavar="N",
+    help="With --compare: run every policy on N seeds (the scenario's and the next ones) "
+    "and compare each with the first, paired seed by seed.",
+)
 @click.option(
     "--rate-scale",
     metavar="X[,X...]",
@@ -77,6 +85,7 @@ def simulate(
     compare: str | None,
     workers: int | None,
     seed: int | None,
+    seeds: int | None,
     rate_scale: str | None,
     plot: str | None,
     as_json: bool,
@@ -114,7 +123,11 @@ def simulate(
                 scenario = scenario.with_overrides(duration=parse_duration(duration))
         scenario = scenario.with_overrides(workers=workers, seed=seed)
         policies = _policies(compare, scenario.selector)
-        _run(scenario, policies, scales, plot, as_json, jobs)
+        if seeds is None:
+            _run(scenario, policies, scales, plot, as_json, jobs)
+        else:
+            _check_seeds(policies, scales, plot)
+            _run_seeds(scenario, scales[0], policies, seeds, as_json, jobs)
     except LannerError as error:
         raise click.ClickException(str(error)) from None
 
@@ -160,6 +173,15 @@ def _policies(compare: str | None, default: str) -> list[str]:
             except LannerError as error:
                 raise click.UsageError(f"--compare: {error}; or 'static'") from None
     return names
+
+
+def _check_seeds(policies: list[str], scales: list[float], plot: str | None) -> None:
+    if len(policies) < 2:
+        raise click.UsageError("--seeds compares policies: give two or more with --compare")
+    if len(scales) > 1:
+        raise click.UsageError("--seeds takes one --rate-scale, not a sweep")
+    if plot is not None:
+        raise click.UsageError("--plot draws one seed's runs; leave out --seeds")
 
 
 def _from_engine(
@@ -229,16 +251,12 @@ def _run(
     as_json: bool,
     processes: int | None,
 ) -> None:
-    from rich.console import Console
-
     from lanner.simulate import report
     from lanner.simulate.sweep import sweep_jobs, sweep_points
 
     jobs = sweep_jobs(scenario, policies, scales)
     results = _with_progress(jobs, processes, len(scales) > 1)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 120))  # a file or pipe: no wrapped tables
+    console = _console()
     if len(scales) == 1:
         scaled = jobs[0].scenario
         if as_json:
@@ -262,6 +280,58 @@ def _run(
             plot_sweep(points, policies, plot)
     if plot is not None:
         click.echo(f"plotted to {plot}", err=True)
+
+
+def _run_seeds(
+    scenario: Scenario,
+    scale: float,
+    policies: list[str],
+    count: int,
+    as_json: bool,
+    processes: int | None,
+) -> None:
+    from lanner.simulate import report
+    from lanner.simulate.seeds import paired_stats, seed_jobs
+    from lanner.simulate.sweep import at_scale
+
+    scaled = at_scale(scenario, scale)
+    jobs = seed_jobs(scaled, policies, count)
+    stats = paired_stats(_with_total_progress(jobs, processes), policies, count)
+    if as_json:
+        click.echo(json.dumps([_finite(stat.to_json()) for stat in stats], indent=2))
+    else:
+        _console().print(report.paired_table(scaled, stats))
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 120))  # a file or pipe: no wrapped tables
+    return console
+
+
+def _with_total_progress(jobs: Sequence[Job], processes: int | None) -> list[RunResult]:
+    """One bar for many runs, each counting as one run whose part done is its tasks popped."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from lanner.simulate.runner import run_jobs
+
+    parts = [0.0] * len(jobs)
+    columns = (
+        TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+    )  # fmt: skip
+    with Progress(*columns, console=Console(stderr=True)) as progress:
+        bar = progress.add_task(f"{len(jobs)} runs", total=len(jobs))
+
+        def update(index: int, popped: int, total: int) -> None:
+            parts[index] = min(popped / total, 1.0) if total else 1.0
+            progress.update(bar, completed=sum(parts))
+
+        return run_jobs(jobs, processes=processes, progress=update)
 
 
 def _with_progress(jobs: Sequence[Job], processes: int | None, sweep: bool) -> list[RunResult]:

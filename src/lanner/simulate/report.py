@@ -11,9 +11,18 @@ from rich.table import Table
 
 from lanner.simulate.results import RunResult
 from lanner.simulate.scenario import STATIC, Scenario
+from lanner.simulate.seeds import PairedStat
 from lanner.simulate.sweep import SweepPoint, factor
 
-__all__ = ["clock", "queue_table", "seconds", "summary_table", "sweep_json", "sweep_table"]
+__all__ = [
+    "clock",
+    "paired_table",
+    "queue_table",
+    "seconds",
+    "summary_table",
+    "sweep_json",
+    "sweep_table",
+]
 
 
 def seconds(value: float) -> str:
@@ -144,3 +153,38 @@ def sweep_json(points: Sequence[SweepPoint]) -> list[dict[str, Any]]:
         }
         for point in points
     ]
+
+
+def paired_table(scenario: Scenario, stats: Sequence[PairedStat]) -> Table:
+    """Per queue, statistic and policy: the medians over the seeds, the geometric mean of
+    the per-seed ratio against the reference with its 95 % interval, and the seeds won."""
+    first = stats[0]
+    policies = {stat.policy for stat in stats}
+    table = _table(
+        f"{scenario.name}: {first.policy if len(policies) == 1 else 'each policy'} against "
+        f"{first.reference}, paired over {first.seeds} seeds ({scenario.seed}-"
+        f"{scenario.seed + first.seeds - 1})",
+        caption="ratio: the geometric mean of this / reference over the seeds, with its "
+        "95 % bootstrap interval; lower on: the seeds on which this was lower",
+    )
+    for header in ("queue", "wait", "policy"):
+        table.add_column(header)
+    for header in (first.reference, "this", "ratio", "interval", "lower on"):
+        table.add_column(header, justify="right")
+    previous = None
+    for stat in stats:
+        new_queue = stat.queue != previous
+        if new_queue and previous is not None:
+            table.add_section()
+        previous = stat.queue
+        table.add_row(
+            stat.queue if new_queue else "",
+            stat.statistic,
+            stat.policy,
+            seconds(stat.reference_median),
+            seconds(stat.median),
+            "" if stat.ratio is None else f"{stat.ratio:.3f}",
+            "" if stat.low is None else f"{stat.low:.3f}-{stat.high:.3f}",
+            f"{stat.lower_on}/{stat.seeds}",
+        )
+    return table

@@ -16,7 +16,7 @@ from lanner.simulate.results import RunResult
 from lanner.simulate.runner import Job
 from lanner.simulate.scenario import STATIC, Scenario
 
-__all__ = ["SweepPoint", "factor", "sweep_jobs", "sweep_points"]
+__all__ = ["SweepPoint", "at_scale", "factor", "sweep_jobs", "sweep_points"]
 
 
 def factor(baseline: RunResult, other: RunResult) -> float:
@@ -40,15 +40,16 @@ class SweepPoint:
         return factor(self.results[STATIC], self.results[policy])
 
 
-def sweep_jobs(scenario: Scenario, policies: Sequence[str], scales: Sequence[float]) -> list[Job]:
-    """One job per (scale, policy). The static layout stays the one sized for scale 1, as
-    a fleet is laid out once and then lives through heavier and lighter days."""
+def at_scale(scenario: Scenario, scale: float) -> Scenario:
+    """The scenario with its rates times `scale`. The static layout stays the one sized for
+    scale 1, as a fleet is laid out once and then lives through heavier and lighter days."""
     layout = scenario.static if scenario.static is not None else scenario.offered_load()
-    return [
-        Job(scenario.scaled(scale).with_static(layout), policy)
-        for scale in scales
-        for policy in policies
-    ]
+    return scenario.scaled(scale).with_static(layout)
+
+
+def sweep_jobs(scenario: Scenario, policies: Sequence[str], scales: Sequence[float]) -> list[Job]:
+    """One job per (scale, policy)."""
+    return [Job(at_scale(scenario, scale), policy) for scale in scales for policy in policies]
 
 
 def sweep_points(
