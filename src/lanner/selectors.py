@@ -127,17 +127,20 @@ class _Selector:
         self._rng = rng if rng is not None else _SHARED_RNG
 
     def select(self, queues: Sequence[Q], ready: Ready) -> Q:
-        if not queues:
-            raise MalformedArgument(f"{type(self).__name__}.select() needs at least one queue")
+        self._check_given(queues)
         return self._select(queues, ready)
 
     def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
         raise NotImplementedError
 
-    def _draw(self, queues: Sequence[Q]) -> Q:
-        """One weighted lottery: each queue holds `priority` tickets."""
+    def _check_given(self, queues: Sequence[Q]) -> None:
+        if not queues:
+            raise MalformedArgument(f"{type(self).__name__}.select() needs at least one queue")
+
+    def _draw(self, queues: Sequence[Q], exponent: float = 1) -> Q:
+        """One weighted lottery: each queue holds `priority ** exponent` tickets."""
         self._check_priorities(queues)
-        return self._rng.choices(queues, weights=[q.priority for q in queues])[0]
+        return self._rng.choices(queues, weights=[q.priority**exponent for q in queues])[0]
 
     @staticmethod
     def _check_priorities(queues: Sequence[Q]) -> None:
@@ -278,39 +281,48 @@ class DeficitPriority(_Selector):
         return chosen
 
 
-class AgedPriority(_Selector):
+class AgedPriority(ReducedLottery):
     """`aged-priority`: the queue whose next task has waited longest, each queue's wait
     weighted down by how far its priority is below the top's; it needs the queues' ages,
     which `WorkerLoop` and the simulator supply (one peek per queue with work).
 
     Among the queues with work, with top the highest of their priorities, a queue's score is
     the age of its next task times exp(-AGE_KAPPA * (top / priority - 1)): 1 for the top
-    queue, 0.30 for a priority-40 queue beside a 100 (it is served once its next task is
-    3.3 times as old as the top queue's), 2.5e-7 for a priority 5. The highest score is
-    served (ties: the higher priority, then the configured order). A lower queue is served
-    when its tasks have waited long enough for their priority, not at random, so its worst
-    wait stays short, and the top queue is served whenever it is the most behind. With no
-    queue with work it draws a queue to wait on with priority ** IDLE_EXPONENT tickets
-    (priority squared: mostly the top queue, where the next task most likely matters).
-    Without ages (`select`, or an engine that cannot peek) it is Reduced Lottery.
-    docs/simulate.md has the simulated comparison with Reduced Lottery.
+    queue, 0.55 for a priority-40 queue beside a 100 (it is served once its next task is
+    1.8 times as old as the top queue's), 5e-4 for a priority 5 (a backlog half an hour old
+    counts as a second). The highest score is served (ties: the higher priority, then the
+    configured order). A lower queue is served when its tasks have waited long enough for
+    their priority, not at random, so its worst wait stays short, and the top queue is
+    served whenever it is the most behind.
+
+    With no queue with work it draws a queue to wait on. A worker whose previous selection
+    found work draws with priority ** IDLE_EXPONENT tickets (priority squared: mostly the
+    top queue, whose next task most likely matters while the fleet is busy). One whose
+    previous selection found nothing waiting either (since then it has waited, and run only
+    what its wait brought in) draws with priority ** QUIET_EXPONENT tickets (Reduced
+    Lottery's): the fleet is keeping up, and the lower queues need workers waiting on them
+    too. Without ages (`select`, or an engine that cannot peek) it is Reduced Lottery. Each
+    worker keeps its own state; docs/simulate.md has the simulated comparison.
     """
 
-    AGE_KAPPA: Final = 0.8
+    AGE_KAPPA: Final = 0.4
     IDLE_EXPONENT: Final = 2.0
+    QUIET_EXPONENT: Final = 1.0
 
-    def _select(self, queues: Sequence[Q], ready: Ready) -> Q:
-        return self._draw(_with_work(queues, ready) or queues)
+    def __init__(self, rng: random.Random | None = None) -> None:
+        super().__init__(rng)
+        self._waited = False  # whether the last selection found no work anywhere
 
     def select_by_age(self, queues: Sequence[Q], ready: Ready, ages: Ages) -> Q:
         """Return the queue to pop next; `ages()` gives each queue's next task's age (s)."""
-        if not queues:
-            raise MalformedArgument(f"{type(self).__name__}.select() needs at least one queue")
+        self._check_given(queues)
         self._check_priorities(queues)
         with_work = _with_work(queues, ready)
         if not with_work:
-            weights = [q.priority**self.IDLE_EXPONENT for q in queues]
-            return self._rng.choices(queues, weights=weights)[0]
+            exponent = self.QUIET_EXPONENT if self._waited else self.IDLE_EXPONENT
+            self._waited = True
+            return self._draw(queues, exponent)
+        self._waited = False
         known = ages()
         aged = [q for q in with_work if q.name in known]
         if not aged:

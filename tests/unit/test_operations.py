@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lanner import Engine, JobState, MalformedArgument, RecurringJob, open_engine, operations
+from lanner import Engine, JobState, MalformedArgument, RecurringJob, operations
 from lanner.app import App
 from lanner.errors import TaskFailed
 from lanner.operations import drain, list_jobs, retry_failed
@@ -39,14 +39,7 @@ def _no_runs() -> Iterator[None]:
 
 @pytest.fixture
 def url(tmp_path: Path) -> str:
-    return f"sqlite:///{(tmp_path / 'ops.db').as_posix()}"
-
-
-@pytest.fixture
-def engine(url: str) -> Iterator[Engine]:
-    opened = open_engine(url)
-    yield opened
-    opened.close()
+    return f"sqlite:///{(tmp_path / 'ops.db').as_posix()}"  # `engine` (conftest) opens it
 
 
 def make_app(url: str, **settings: Any) -> App:

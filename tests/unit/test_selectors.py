@@ -496,13 +496,14 @@ def test_aged_priority_is_registered_and_wants_ages() -> None:
 
 def test_aged_priority_weighs_each_queues_age_by_its_priority_below_the_top() -> None:
     selector = AgedPriority(random.Random(1))
-    # A priority-40 queue beside a 100 counts exp(-0.8 * 1.5) = 0.30 of its age.
+    # A priority-40 queue beside a 100 counts exp(-0.4 * 1.5) = 0.55 of its age.
     ratio = math.exp(AgedPriority.AGE_KAPPA * (100 / 40 - 1))
-    assert 3.3 < ratio < 3.4
-    assert by_age(selector, {"high": 1.0, "default": 3.2}) == "high"
-    assert by_age(selector, {"high": 1.0, "default": 3.4}) == "default"
-    # A priority 5 needs millions of times the top queue's age: an hour is not 1 ms.
-    assert by_age(selector, {"high": 0.001, "low": 3600.0}) == "high"
+    assert 1.8 < ratio < 1.85
+    assert by_age(selector, {"high": 1.0, "default": 1.8}) == "high"
+    assert by_age(selector, {"high": 1.0, "default": 1.85}) == "default"
+    # A priority 5 counts 5e-4 of its age: half an hour weighs as about a second of high's.
+    assert by_age(selector, {"high": 1.0, "low": 1800.0}) == "high"
+    assert by_age(selector, {"high": 0.8, "low": 1800.0}) == "low"
     assert by_age(selector, {"high": 0.0, "low": 3600.0}) == "low"
 
 
@@ -543,23 +544,30 @@ def test_aged_priority_without_ages_is_reduced_lottery() -> None:
                     else plain.select_by_age(QUEUES, ready, ages)
                 )
                 if ages is not None and not ready():
-                    lottery._rng.random()  # the idle draw is not Reduced Lottery's
+                    lottery._rng.random()  # the idle draws are not Reduced Lottery's
                     continue
                 assert got is lottery.select(QUEUES, ready)
 
 
-def test_aged_priority_with_no_work_waits_on_a_queue_drawn_by_priority_squared() -> None:
+def test_aged_priority_with_no_work_waits_on_the_top_queue_after_work_else_spreads() -> None:
     selector = AgedPriority(random.Random(5))
     calls: list[int] = []
 
     def ages() -> Mapping[str, float]:
         calls.append(1)
-        return {}
+        return {"high": 0.5}
 
-    counts = Counter(selector.select_by_age(QUEUES, always(NOTHING), ages).name for _ in range(N))
-    total = sum(q.priority**2 for q in QUEUES)
-    assert_shares(counts, {q.name: q.priority**2 / total for q in QUEUES})
-    assert calls == []  # no queue has work: no ages asked for
+    after_work: Counter[str] = Counter()
+    after_a_wait: Counter[str] = Counter()
+    for _ in range(N):
+        selector.select_by_age(QUEUES, always({"high"}), ages)  # found work...
+        after_work[selector.select_by_age(QUEUES, always(NOTHING), ages).name] += 1
+        # ...then nothing, waited, and found nothing again: the fleet is keeping up.
+        after_a_wait[selector.select_by_age(QUEUES, always(NOTHING), ages).name] += 1
+    squared = sum(q.priority**2 for q in QUEUES)
+    assert_shares(after_work, {q.name: q.priority**2 / squared for q in QUEUES})
+    assert_shares(after_a_wait, by_tickets(*QUEUES))
+    assert len(calls) == N  # ages are asked for only when some queue has work
 
 
 def test_aged_priority_asks_for_ages_once_a_selection() -> None:

@@ -225,6 +225,7 @@ class WorkerLoop:
         if Capability.LISTING not in engine.capabilities:
             return {}
         names = self.ready_queues()
+        now = time.time()
         ages: dict[str, float] = {}
         for queue in self.queues:
             if queue.name not in names:
@@ -233,7 +234,7 @@ class WorkerLoop:
             if jobs:
                 job = jobs[0]
                 since = job.due if job.due is not None else job.expires  # a stalled job's lock
-                ages[queue.name] = max(0.0, time.time() - since)
+                ages[queue.name] = max(0.0, now - since)
         return ages
 
     def ready_queues(self) -> frozenset[str]:

@@ -100,11 +100,11 @@ def test_a_plain_selector_costs_no_peek(app: App, monkeypatch: pytest.MonkeyPatc
 
 def test_aged_priority_runs_in_the_loop(app: App) -> None:
     now = time.time()
-    app.engine.put("high", "h1", "Some.Task", now=now - 0.5)
+    app.engine.put("high", "h1", "Some.Task", now=now - 5.0)
     app.engine.put("low", "l1", "Some.Task", now=now - 3600.0)
     loop = WorkerLoop(app, QUEUES, resolve_selector("aged-priority"), worker="w1", configure=False)
     try:
-        assert loop.select().name == "high"  # an hour at priority 5 is not half a second at 100
+        assert loop.select().name == "high"  # an hour at priority 5 is not 5 seconds at 100
         app.engine.pop("high", "w2", 1)
         loop._ready = (0.0, frozenset())
         assert loop.select().name == "low"
