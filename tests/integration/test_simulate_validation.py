@@ -4,24 +4,33 @@ Two queues (priorities 10 and 1, batches of 2, 2 batches a round, long polls of 
 Poisson arrivals for 10 s at 60 % of two workers' capacity (about 120 and 60 tasks); their
 tasks sleep 50 ms and 100 ms. The same arrival times are published to a SQLite engine as
 delayed jobs (so no publisher's timing gets in the way), run by a `WorkerPool` of two
-processes, and replayed in the simulator with lanner's default costs. A task's wait is from
+processes, and replayed in the simulator with lanner's default costs and each queue's run
+time as the pool measured it (a sleep overshoots, and a task has its bookkeeping: 52.5 and
+102 ms here), as an operator would simulate with `--from-engine`. A task's wait is from
 the moment it is due to its pop, read from the job's history, which is also what the
 simulator measures.
 
 Tolerance: each queue's simulated mean wait (averaged over 20 seeds, as the real pool's
 selector draws are random too) must be within 40 % or 15 ms of the measured mean, whichever
-is larger. Simulated means of single seeds spread by about ±4 ms (one standard deviation)
-around their average, and the measured waits carry a shared machine's scheduling noise, so
-the tolerance leaves room for the real run's own luck; on this machine the two agreed
-within about 20 %.
+is larger. Over 40 runs on this machine the measured means spread by ±3.7 ms (hi) and
+±8.6 ms (lo) around 23.6 and 70 ms (one standard deviation: the selector's luck), against
+simulated 21 and 61 ms; the largest gaps were 11 and 24 ms, inside the tolerance.
+
+A run in which the machine stalled the pool (`longest_stall`: seen twice in a row here,
+0.4 to 0.6 s with both workers idle and both queues due, on an idle virtual machine) says
+nothing about the model; the workload is then run again, up to three times.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import statistics
 import time
+from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
 
 import pytest
 
@@ -45,6 +54,8 @@ WORKERS = 2
 SEEDS = 20
 RELATIVE_TOLERANCE = 0.40
 ABSOLUTE_TOLERANCE = 0.015
+ATTEMPTS = 3
+STALL_LIMIT = 0.1
 
 QUEUES = """
     QueueConfig("hi", priority=10, batch_size=2, num_iterations=2,
@@ -90,20 +101,71 @@ def poisson(rate: float, rng: random.Random) -> list[float]:
     return times
 
 
-def measured_waits(ws: Workspace, jids: Sequence[str], delays: Sequence[float]) -> list[float]:
-    waits = []
-    for jid, delay in zip(jids, delays, strict=True):
-        history = ws.job(jid).history
-        put = next(event.when for event in history if event.what == "put")
-        popped = next(event.when for event in history if event.what == "popped")
-        waits.append(popped - (put + delay))
-    return waits
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One task of the real run, from its job's history."""
+
+    queue: str
+    worker: str
+    due: float
+    popped: float
+    done: float
+
+    @property
+    def wait(self) -> float:
+        return self.popped - self.due
 
 
-def simulated_mean_waits(arrivals: dict[str, list[float]]) -> dict[str, float]:
+def records_of(
+    ws: Workspace, queue: str, jids: Sequence[str], due: Sequence[float]
+) -> list[Record]:
+    found = []
+    for jid, at in zip(jids, due, strict=True):
+        events = {event.what: event for event in ws.job(jid).history}
+        popped = events["popped"]
+        found.append(Record(queue, popped.details["worker"], at, popped.when, events["done"].when))
+    return found
+
+
+def measured_run_times(records: Sequence[Record]) -> dict[str, float]:
+    """Each queue's mean time per task, as the pool ran it: a batch's tasks share one pop
+    and are completed together, so a batch's time is split evenly among its tasks."""
+    batches: dict[tuple[str, float], list[Record]] = defaultdict(list)
+    for record in records:
+        batches[record.worker, record.popped].append(record)
+    per_task: dict[str, list[float]] = defaultdict(list)
+    for batch in batches.values():
+        span = max(record.done for record in batch) - batch[0].popped
+        for record in batch:
+            per_task[record.queue].append(span / len(batch))
+    return {queue: statistics.fmean(times) for queue, times in per_task.items()}
+
+
+def longest_stall(records: Sequence[Record]) -> float:
+    """The longest time in which every queue had a due task not yet popped while a worker
+    ran nothing. Lanner's loop takes such a task within milliseconds (a worker waiting on
+    either queue is woken by it), so a longer stretch is the machine's: a descheduled
+    virtual machine, seen here to hold both workers for 0.4 to 0.6 s."""
+    busy: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for record in records:
+        busy[record.worker].append((record.popped, record.done))
+    times = sorted({t for record in records for t in (record.due, record.popped, record.done)})
+    longest = current = 0.0
+    for start, end in itertools.pairwise(times):
+        mid = (start + end) / 2
+        waiting = {record.queue for record in records if record.due <= mid < record.popped}
+        idle = any(not any(a <= mid < b for a, b in spans) for spans in busy.values())
+        current = current + (end - start) if waiting == set(RATES) and idle else 0.0
+        longest = max(longest, current)
+    return longest
+
+
+def simulated_mean_waits(
+    arrivals: dict[str, list[float]], run_times: dict[str, float]
+) -> dict[str, float]:
     queues = tuple(
         SimQueue(config, ArrivalSpec(replay=tuple(arrivals[config.name])),
-                 Fixed(SLEEPS[config.name]))
+                 Fixed(run_times[config.name]))
         for config in CONFIGS
     )  # fmt: skip
     means: dict[str, list[float]] = {name: [] for name in RATES}
@@ -117,50 +179,80 @@ def simulated_mean_waits(arrivals: dict[str, list[float]]) -> dict[str, float]:
     return {name: statistics.fmean(values) for name, values in means.items()}
 
 
+def run_workload(
+    ws: Workspace, tasks: ModuleType, pool: WorkerPool, arrivals: dict[str, list[float]]
+) -> list[Record]:
+    """Publish the arrivals as delayed jobs, let the pool run them all, read their histories."""
+    classes = {"hi": tasks.Hi, "lo": tasks.Lo}
+    app: App = tasks.app
+    start = time.time() + 0.5
+    jids: dict[str, Sequence[str]] = {}
+    due: dict[str, list[float]] = {}
+    for name, times in arrivals.items():
+        now = time.time()
+        due[name] = [start + at for at in times]
+        messages = [
+            Message(classes[name], (SLEEPS[name],), options=PublishOptions(delay=start + at - now))
+            for at in times
+        ]
+        jids[name] = app.publish_many(messages)
+    everything = [jid for name in jids for jid in jids[name]]
+    wait_until(
+        lambda: all(ws.job(jid).state == JobState.COMPLETE for jid in everything),
+        SECONDS + 15,
+        "every job to complete",
+        step=lambda: pool.supervise(0.05),
+        details=ws.log,
+    )
+    return [record for name in jids for record in records_of(ws, name, jids[name], due[name])]
+
+
+@pytest.mark.timeout(ATTEMPTS * (SECONDS + 15) + 30)
 def test_simulated_waits_match_a_real_pool(workspace: Workspace) -> None:
     ws = workspace
     tasks = ws.write_module(TASKS, queues=QUEUES)
-    app: App = tasks.app
     rng = random.Random(2026)
     arrivals = {name: poisson(rate, rng) for name, rate in RATES.items()}
-    classes = {"hi": tasks.Hi, "lo": tasks.Lo}
 
-    pool = WorkerPool(app, concurrency=WORKERS, selector="reduced-lottery")
+    pool = WorkerPool(tasks.app, concurrency=WORKERS, selector="reduced-lottery")
     pool.start()
     try:
         # Both processes pop (and so register) before the workload's clock starts.
         wait_until(lambda: len(ws.engine.workers()) >= WORKERS, 10, "the workers to start",
                    step=lambda: pool.supervise(0.05))  # fmt: skip
-        start = time.time() + 0.5
-        jids: dict[str, Sequence[str]] = {}
-        delays: dict[str, list[float]] = {}
-        for name, times in arrivals.items():
-            now = time.time()
-            delays[name] = [start + at - now for at in times]
-            messages = [
-                Message(classes[name], (SLEEPS[name],), options=PublishOptions(delay=delay))
-                for delay in delays[name]
-            ]
-            jids[name] = app.publish_many(messages)
-        everything = [jid for name in jids for jid in jids[name]]
-        wait_until(
-            lambda: all(ws.job(jid).state == JobState.COMPLETE for jid in everything),
-            SECONDS + 15,
-            "every job to complete",
-            step=lambda: pool.supervise(0.05),
-            details=ws.log,
-        )
+        stalls = []
+        for _ in range(ATTEMPTS):
+            records = run_workload(ws, tasks, pool, arrivals)
+            stalls.append(longest_stall(records))
+            if stalls[-1] <= STALL_LIMIT:
+                break
+        else:
+            pytest.fail(f"the machine stalled the pool in every run (longest stalls: {stalls} s)")
     finally:
         pool.terminate(timeout=5)
 
     measured = {
-        name: statistics.fmean(measured_waits(ws, jids[name], delays[name])) for name in jids
+        name: statistics.fmean(record.wait for record in records if record.queue == name)
+        for name in RATES
     }
-    simulated = simulated_mean_waits(arrivals)
+    simulated = simulated_mean_waits(arrivals, measured_run_times(records))
     for name in RATES:
         allowed = max(RELATIVE_TOLERANCE * measured[name], ABSOLUTE_TOLERANCE)
         assert abs(simulated[name] - measured[name]) <= allowed, (
             f"queue {name}: simulated mean wait {simulated[name] * 1000:.1f} ms, measured "
             f"{measured[name] * 1000:.1f} ms (allowed ±{allowed * 1000:.1f} ms); "
-            f"all: simulated {simulated}, measured {measured}"
+            f"all: simulated {simulated}, measured {measured}, stalls {stalls}"
         )
+
+
+def test_a_stall_is_told_from_a_busy_pool() -> None:
+    busy = [  # both workers run while both queues wait: no stall
+        Record("hi", "a", 0.0, 0.0, 1.0), Record("lo", "b", 0.0, 0.0, 1.0),
+        Record("hi", "a", 0.1, 1.0, 1.1), Record("lo", "b", 0.1, 1.0, 1.1),
+    ]  # fmt: skip
+    assert longest_stall(busy) == 0.0
+    stalled = [  # b is idle from 1.0 to 1.5 while both queues have a due task
+        Record("hi", "a", 0.0, 0.0, 2.0), Record("lo", "b", 0.0, 0.0, 1.0),
+        Record("hi", "b", 0.5, 1.5, 1.6), Record("lo", "b", 0.5, 1.6, 1.7),
+    ]  # fmt: skip
+    assert longest_stall(stalled) == pytest.approx(0.5)
