@@ -195,6 +195,7 @@ def drain(
         HighestPriorityFirst(),
         configure=False,
         on_error=(lambda job, error: errors.append(error)) if raise_errors else None,
+        give_back_held=False,
     )
     configure_queues(app.engine, configs)
     try:

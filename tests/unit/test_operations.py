@@ -19,6 +19,7 @@ from lanner.operations import drain, list_jobs, retry_failed
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.task import Task
+from lanner.worker.loop import BATCH_HOLD_SEC
 
 # SIGALRM is the loop's soft time limit; pytest-timeout's signal method would share it.
 pytestmark = pytest.mark.timeout(60, method="thread")
@@ -323,6 +324,7 @@ def test_drain_raises_the_first_task_error_after_settling_its_batch(app: App) ->
     def send(to: str) -> None:
         RUNS.append(("send", to))
         if to == "bad":
+            time.sleep(BATCH_HOLD_SEC * 3)  # a worker would give back the rest meanwhile
             raise ValueError(f"cannot send to {to}")
 
     jids = [send.delay(to) for to in ("a", "bad", "c")]

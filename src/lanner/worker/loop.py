@@ -116,11 +116,14 @@ class WorkerLoop:
         limits: Limits | None = None,
         configure: bool = True,
         on_error: Callable[[Job, BaseException], None] | None = None,
+        give_back_held: bool = True,
     ) -> None:
         """`configure=False`: the queues' settings are already in the engine (a pool stores
         them once for all its processes). `on_error(job, error)` is told of each task
         error, and of each job that could not reach its task (as a `TaskFailed`), after
-        the job was retried or failed as usual."""
+        the job was retried or failed as usual. `give_back_held=False`: a batch is run
+        whole however long it is held (`drain`: no other process would start it sooner,
+        and what runs must not depend on the machine's speed)."""
         if not queues:
             raise ValueError("a worker needs at least one queue")
         self.app = app
@@ -137,6 +140,7 @@ class WorkerLoop:
         self._keeper = Keeper(lambda: self.engine, self.worker)
         self._configured = not configure
         self._on_error = on_error
+        self._give_back_held = give_back_held
         self._runtime: dict[str, float] = {}  # queue -> running mean of its jobs' run time
         # Jobs that ran but could not be completed (the store was away), by queue, with
         # the results they keep.
@@ -317,7 +321,8 @@ class WorkerLoop:
 
     def _keep(self, batch: Batch) -> None:
         """The keeper's duty while a task runs: no batch held hostage, nothing run twice."""
-        if batch.unstarted() and time.monotonic() - batch.popped_at > BATCH_HOLD_SEC:
+        held = time.monotonic() - batch.popped_at
+        if self._give_back_held and batch.unstarted() and held > BATCH_HOLD_SEC:
             rest = [job.jid for job in batch.take_rest()]
             if rest:
                 why = f"held {BATCH_HOLD_SEC:g} s: for a process that can start them now"
