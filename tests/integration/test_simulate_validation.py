@@ -16,9 +16,12 @@ is larger. Over 40 runs on this machine the measured means spread by ±3.7 ms (h
 ±8.6 ms (lo) around 23.6 and 70 ms (one standard deviation: the selector's luck), against
 simulated 21 and 61 ms; the largest gaps were 11 and 24 ms, inside the tolerance.
 
-A run in which the machine stalled the pool (`longest_stall`: seen twice in a row here,
-0.4 to 0.6 s with both workers idle and both queues due, on an idle virtual machine) says
-nothing about the model; the workload is then run again, up to three times.
+A real run is one draw of the selector's luck (on a loaded machine the priority-10 queue
+measured up to 44 ms against 25 ms simulated), so when one disagrees the workload runs
+again and the check is made on all runs so far together, up to three: a model that is
+wrong stays wrong on average. A run in which the machine stalled the pool
+(`longest_stall`: seen twice in a row here, 0.4 to 0.6 s with both workers idle and both
+queues due, on an idle virtual machine) says nothing about the model and is left out.
 """
 
 from __future__ import annotations
@@ -220,29 +223,41 @@ def test_simulated_waits_match_a_real_pool(workspace: Workspace) -> None:
         # Both processes pop (and so register) before the workload's clock starts.
         wait_until(lambda: len(ws.engine.workers()) >= WORKERS, 10, "the workers to start",
                    step=lambda: pool.supervise(0.05))  # fmt: skip
-        stalls = []
+        stalls: list[float] = []
+        kept: list[Record] = []  # the tasks of the runs the machine did not stall
+        judged = 0
         for _ in range(ATTEMPTS):
             records = run_workload(ws, tasks, pool, arrivals)
             stalls.append(longest_stall(records))
-            if stalls[-1] <= STALL_LIMIT:
-                break
-        else:
-            pytest.fail(f"the machine stalled the pool in every run (longest stalls: {stalls} s)")
+            if stalls[-1] > STALL_LIMIT:
+                continue
+            kept += records
+            judged += 1
+            gaps = compare(kept, arrivals)
+            if all(abs(gap) <= allowed for gap, allowed in gaps.values()):
+                return
+        assert kept, f"the machine stalled the pool in every run (longest stalls: {stalls} s)"
     finally:
         pool.terminate(timeout=5)
+    pytest.fail(
+        f"simulated and measured mean waits disagree over {judged} runs: "
+        + "; ".join(f"{name} off by {gap * 1000:.1f} ms (allowed ±{allowed * 1000:.1f} ms)"
+                    for name, (gap, allowed) in gaps.items())
+        + f"; longest stalls {stalls} s"
+    )  # fmt: skip
 
-    measured = {
-        name: statistics.fmean(record.wait for record in records if record.queue == name)
-        for name in RATES
-    }
+
+def compare(
+    records: Sequence[Record], arrivals: dict[str, list[float]]
+) -> dict[str, tuple[float, float]]:
+    """Per queue: simulated minus measured mean wait, and the difference allowed."""
     simulated = simulated_mean_waits(arrivals, measured_run_times(records))
+    gaps = {}
     for name in RATES:
-        allowed = max(RELATIVE_TOLERANCE * measured[name], ABSOLUTE_TOLERANCE)
-        assert abs(simulated[name] - measured[name]) <= allowed, (
-            f"queue {name}: simulated mean wait {simulated[name] * 1000:.1f} ms, measured "
-            f"{measured[name] * 1000:.1f} ms (allowed ±{allowed * 1000:.1f} ms); "
-            f"all: simulated {simulated}, measured {measured}, stalls {stalls}"
-        )
+        measured = statistics.fmean(record.wait for record in records if record.queue == name)
+        allowed = max(RELATIVE_TOLERANCE * measured, ABSOLUTE_TOLERANCE)
+        gaps[name] = (simulated[name] - measured, allowed)
+    return gaps
 
 
 def test_a_stall_is_told_from_a_busy_pool() -> None:
