@@ -271,8 +271,7 @@ class Task:
     # -- running --------------------------------------------------------------------------
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """Run the task with its hooks around it (the worker calls this)."""
-        self._setup_task_environment()
-        self._pre_run(*args, **kwargs)
+        self._begin(*args, **kwargs)
         try:
             self._check_blacklist(*args, **kwargs)
             result = self.run_task(*args, **kwargs)
@@ -281,14 +280,45 @@ class Task:
 
                 result = aio.run(result)
         except BaseException as error:
-            self._end_time = time.time()
-            self._task_latency_sec = self._end_time - (self._start_time or self._end_time)
-            # Keywords, as Kale passes them: overrides may take **kwargs.
-            self._clean_task_environment(task_id=self.task_id, task_name=self.task_name, exc=error)
+            self._ended(error)
             raise
         self._post_run(*args, **kwargs)
-        self._clean_task_environment(task_id=self.task_id, task_name=self.task_name)
+        self._ended(None)
         return result
+
+    async def arun(self, *args: Any, **kwargs: Any) -> Any:
+        """`run` for an async task, awaited on the caller's event loop (a worker that runs
+        many jobs at once): its hooks run as they do in `run`."""
+        self._begin(*args, **kwargs)
+        try:
+            self._check_blacklist(*args, **kwargs)
+            result = self.run_task(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except BaseException as error:
+            self._ended(error)
+            raise
+        self._post_run(*args, **kwargs)
+        self._ended(None)
+        return result
+
+    @classmethod
+    def runs_async(cls) -> bool:
+        """Whether `run_task` is `async def`: it then shares its worker's event loop."""
+        return inspect.iscoroutinefunction(cls.run_task)
+
+    def _begin(self, *args: Any, **kwargs: Any) -> None:
+        self._setup_task_environment()
+        self._pre_run(*args, **kwargs)
+
+    def _ended(self, error: BaseException | None) -> None:
+        if error is None:
+            self._clean_task_environment(task_id=self.task_id, task_name=self.task_name)
+            return
+        self._end_time = time.time()
+        self._task_latency_sec = self._end_time - (self._start_time or self._end_time)
+        # Keywords, as Kale passes them: overrides may take **kwargs.
+        self._clean_task_environment(task_id=self.task_id, task_name=self.task_name, exc=error)
 
     def run_task(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).name} must implement run_task()")

@@ -39,8 +39,14 @@ class TaskOptions(NamedTuple):
 def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions) -> type[Task]:
     """The Task subclass that runs `function` (registered under its dotted name)."""
 
-    def run_task(self: Task, *args: Any, **kwargs: Any) -> Any:
+    def call(self: Task, *args: Any, **kwargs: Any) -> Any:
         return function(*args, **kwargs)
+
+    async def await_call(self: Task, *args: Any, **kwargs: Any) -> Any:
+        return await function(*args, **kwargs)
+
+    # An `async def` run_task, so that `Task.runs_async` tells.
+    run_task: Callable[..., Any] = await_call if inspect.iscoroutinefunction(function) else call
 
     # run_task checks a job's arguments against the function's own parameters.
     signature = inspect.signature(function)

@@ -16,6 +16,7 @@ task only arms and disarms the timer, which keeps two system calls off every job
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import threading
 import time
@@ -103,3 +104,15 @@ def cancelling(cancel: Callable[[BaseException], None]) -> Iterator[None]:
         yield
     finally:
         running.cancel = None
+
+
+def raise_in_thread(ident: int, error: type[BaseException]) -> None:
+    """Raise `error` in thread `ident` at its next Python instruction (a task running in a
+    thread of a worker that runs many at once); a thread blocked in C code sees it only
+    once it is back in Python."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(error))
+
+
+def forget_in_thread(ident: int) -> None:
+    """Withdraw an error `raise_in_thread` sent that the thread has not raised yet."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)

@@ -253,13 +253,13 @@ class WorkerLoop:
             self._ready = (time.monotonic(), names)
         return names
 
-    def _pop(self, queue: QueueConfig, block: bool) -> list[Job]:
+    def _pop(self, queue: QueueConfig, block: bool, count: int | None = None) -> list[Job]:
+        """Up to `count` jobs (default: `batch_size`); a long poll if `block`."""
         deadline = time.monotonic() + (queue.long_poll_time_sec if block else 0.0)
+        count = count or self.batch_size(queue)
         while True:
             wait = max(0.0, min(POP_SLICE_SEC, deadline - time.monotonic()))
-            jobs: list[Job] = self.engine.pop(
-                queue.name, self.worker, self.batch_size(queue), wait=wait
-            )
+            jobs: list[Job] = self.engine.pop(queue.name, self.worker, count, wait=wait)
             if jobs or self._stopping or time.monotonic() >= deadline:
                 return jobs
             if self.limit_reached():
