@@ -86,11 +86,12 @@ def load_app(app_path: str | None, broker: str | None) -> App:
             found = default_app()  # a module of Kale-style task classes defines no App
         if not isinstance(found, App):
             raise click.ClickException(f"{app_path} is not a lanner.App")
-        app = found
         if broker:
-            app = App(broker, settings=app.settings, queues=app.queues, codec=app.codec)
-        set_default_app(app)
-        return app
+            # The module's own App, rebound: a copy would leave the module's tasks (what
+            # a worker serves, where they publish) on the App they were defined on.
+            found.use_broker(broker)
+        set_default_app(found)
+        return found
     app = App(settings=load_settings(broker=broker) if broker else load_settings())
     set_default_app(app)
     return app
