@@ -542,6 +542,49 @@ def test_worker_options_are_checked_and_explained() -> None:
     )
 
 
+# -- -A MODULE that fails at import ---------------------------------------------------------
+BROKEN_MODULES = {
+    "name_error": ("import lanner\n\nx = undefined_name\n",
+                   "NameError: name 'undefined_name' is not defined (name_error.py:3)"),
+    "missing_package": ("import lanner\nimport no_such_package_anywhere\n",
+                        "ModuleNotFoundError: No module named 'no_such_package_anywhere' "
+                        "(missing_package.py:2)"),
+    "syntax_error": ("def f(:\n", "SyntaxError: invalid syntax (syntax_error.py:1)"),
+    "raises": ("import lanner\n\n\nraise RuntimeError('no config')\n",
+               "RuntimeError: no config (raises.py:4)"),
+    "no_such_module": (None, "ModuleNotFoundError: No module named 'no_such_module'"),
+}  # fmt: skip
+
+
+def lanner_subprocess(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lanner", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "module"),
+    [
+        *((["status"], module) for module in BROKEN_MODULES),
+        (["worker", "-c", "1"], "name_error"),
+        (["worker", "-c", "1"], "syntax_error"),
+        (["jobs"], "missing_package"),
+        (["publish", "x.Task"], "raises"),
+    ],
+)
+def test_a_module_that_fails_at_import_is_one_line_naming_the_error_and_where(
+    url: str, tmp_path: Path, command: list[str], module: str
+) -> None:
+    source, error = BROKEN_MODULES[module]
+    if source is not None:
+        (tmp_path / f"{module}.py").write_text(source)
+    shown = lanner_subprocess(tmp_path, *command, "-A", module, "--broker", url)
+    assert shown.returncode == 1, shown.stderr
+    assert shown.stderr.splitlines() == [f"Error: cannot import {module!r}: {error}"]
+    assert shown.stdout == ""
+
+
 def test_the_command_line_defines_no_task_of_its_own() -> None:
     """A worker serves the queues of the tasks defined: the CLI's own must not count."""
     probe = "import lanner.cli; from lanner.task import registered_tasks; print(registered_tasks())"
