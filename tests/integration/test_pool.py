@@ -319,8 +319,11 @@ def test_a_broker_given_to_the_worker_keeps_the_queues_of_the_apps_tasks(
         worker = ws.start_worker("-A", ws.module_name, "-c", "1",
                                  environment={"LANNER_BROKER": ws.url})  # fmt: skip
     wait_until(lambda: all_complete(ws, jids), 30, "the alpha jobs", details=ws.log)
-    second = lambda: sorted(line.jid for line in ws.lines("second"))  # noqa: E731
-    wait_until(lambda: second() == ["0", "1", "2"], 30, "the beta jobs", details=ws.log)
+
+    def second_ran() -> bool:
+        return sorted(line.jid for line in ws.lines("second")) == ["0", "1", "2"]
+
+    wait_until(second_ran, 30, "the beta jobs", details=ws.log)
     assert f"on {ws.url}, queues default, alpha, beta," in ws.log()
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0, ws.log()
