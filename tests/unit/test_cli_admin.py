@@ -333,7 +333,7 @@ def test_failed_when_nothing_failed(cli: click.Group, url: str, engine: Engine) 
     assert "no failed jobs" in run(cli, url, "failed").output
     unknown = run(cli, url, "failed", "boom")
     assert unknown.exit_code == 1
-    assert "no failure group 'boom': no job has failed" in unknown.output
+    assert "no failure group 'boom' (no job has failed)" in unknown.output
 
 
 @pytest.mark.parametrize(
@@ -410,7 +410,7 @@ def test_retry_into_one_queue(
 def test_retry_of_a_group_that_does_not_exist(cli: click.Group, url: str, engine: Engine) -> None:
     result = run(cli, url, "retry", "boom")
     assert result.exit_code == 1
-    assert "no failure group 'boom': no job has failed" in result.output
+    assert "no failure group 'boom' (no job has failed)" in result.output
 
 
 # -- pause / unpause ----------------------------------------------------------------------

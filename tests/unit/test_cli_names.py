@@ -73,18 +73,18 @@ def populate(engine: Engine) -> None:
         engine.fail(popped.jid, "worker-1", "boom", "it broke")
 
 
-KNOWN_QUEUES = "the queues are default, emails, reports"
+KNOWN_QUEUES = "(known: default, emails, reports)"
 TYPOS = [
-    (["pause", "emials"], Capability.PAUSE, f"no queue 'emials': {KNOWN_QUEUES}"),
+    (["pause", "emials"], Capability.PAUSE, f"no queue 'emials' {KNOWN_QUEUES}"),
     (["pause", "emails", "reprots", "x"], Capability.PAUSE,
-     f"no queues 'reprots', 'x': {KNOWN_QUEUES}"),
-    (["unpause", "emials"], Capability.PAUSE, f"no queue 'emials': {KNOWN_QUEUES}"),
-    (["stats", "emials"], Capability.STATS, f"no queue 'emials': {KNOWN_QUEUES}"),
-    (["jobs", "emials"], Capability.LISTING, f"no queue 'emials': {KNOWN_QUEUES}"),
-    (["failed", "bomb"], Capability.FAILURES, "no failure group 'bomb': the groups are boom"),
-    (["retry", "bomb"], Capability.FAILURES, "no failure group 'bomb': the groups are boom"),
+     f"no queues 'reprots', 'x' {KNOWN_QUEUES}"),
+    (["unpause", "emials"], Capability.PAUSE, f"no queue 'emials' {KNOWN_QUEUES}"),
+    (["stats", "emials"], Capability.STATS, f"no queue 'emials' {KNOWN_QUEUES}"),
+    (["jobs", "emials"], Capability.LISTING, f"no queue 'emials' {KNOWN_QUEUES}"),
+    (["failed", "bomb"], Capability.FAILURES, "no failure group 'bomb' (known: boom)"),
+    (["retry", "bomb"], Capability.FAILURES, "no failure group 'bomb' (known: boom)"),
     (["retry", "boom", "--queue", "reprots"], Capability.FAILURES,
-     f"no queue 'reprots': {KNOWN_QUEUES}"),
+     f"no queue 'reprots' {KNOWN_QUEUES}"),
     (["cancel", "nope"], Capability.CANCEL,
      "no job 'nope' (finished and removed, or never published)"),
     (["job", "nope"], Capability.LOOKUP, "no job 'nope'"),
@@ -172,9 +172,7 @@ def test_many_queues_are_counted_not_listed(cli: click.Group, url: str, tmp_path
             engine.put(f"queue{n:02}", f"job{n}", KLASS)
     result = run(cli, url, "pause", "nope")
     assert result.exit_code == 1
-    assert result.output == (
-        "Error: no queue 'nope': there are 15 queues (lanner status lists them)\n"
-    )
+    assert result.output == ("Error: no queue 'nope' (15 known: lanner status lists them)\n")
 
 
 @pytest.fixture
@@ -206,4 +204,4 @@ def test_a_queue_the_app_declares_may_be_paused_before_its_first_job(
     assert engine.queue_counts("nightly").paused
     assert engine.queue_counts("bulk").paused
     typo = run(cli, store, "pause", "nigthly", "-A", app_module)
-    assert typo.output == "Error: no queue 'nigthly': the queues are bulk, nightly\n"
+    assert typo.output == "Error: no queue 'nigthly' (known: bulk, nightly)\n"

@@ -53,25 +53,25 @@ def require_queues(app: App, wanted: Sequence[str]) -> None:
     if unknown:
         noun = "queue" if len(unknown) == 1 else "queues"
         raise click.ClickException(
-            f"no {noun} {quoted(unknown)}: {existing('queues', declared | seen, 'status')}"
+            f"no {noun} {quoted(unknown)} ({known(declared | seen, 'status')})"
         )
 
 
 def require_group(groups: Mapping[str, int], group: str) -> None:
     """Raise a one-line error if no failed job is in `group` (`groups`: failed_groups())."""
     if group not in groups:
-        found = existing("groups", groups, "failed") if groups else "no job has failed"
-        raise click.ClickException(f"no failure group {group!r}: {found}")
+        found = known(groups, "failed") if groups else "no job has failed"
+        raise click.ClickException(f"no failure group {group!r} ({found})")
 
 
 def quoted(values: Iterable[str]) -> str:
     return ", ".join(repr(value) for value in values)
 
 
-def existing(kind: str, found: Iterable[str], lister: str) -> str:
-    """`the queues are a, b, c`, or how many there are (and the `lanner` command that
-    lists them) when that list would be long."""
+def known(found: Iterable[str], lister: str) -> str:
+    """`known: a, b, c`, or how many are known (and the `lanner` command that lists them)
+    when that list would be long."""
     ordered = sorted(found)
     if len(ordered) > SHOWN_AT_MOST:
-        return f"there are {len(ordered)} {kind} (lanner {lister} lists them)"
-    return f"the {kind} are {', '.join(ordered)}" if ordered else f"there are no {kind}"
+        return f"{len(ordered)} known: lanner {lister} lists them"
+    return f"known: {', '.join(ordered)}" if ordered else "none is known"
