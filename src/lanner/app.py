@@ -108,6 +108,17 @@ class App:
             return EAGER_MAX_DATA_BYTES
         return self.engine.max_data_bytes
 
+    def use_broker(self, broker: str) -> None:
+        """Point this app at the store `broker` from now on, as `--broker` (or
+        LANNER_BROKER) does on the command line. The app stays the same object, so its
+        tasks, which publish through it, and a worker's `served_queues()` follow it; an
+        engine it had open is closed."""
+        with self._lock:
+            self.settings = replace(self.settings, broker=broker)
+            engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
+
     def reopen_engine(self, *, max_wait: float) -> Engine:
         """A new engine on the app's store whose opening and commands give up after about
         `max_wait` seconds (`EngineUnavailable`): for code that must never block on the

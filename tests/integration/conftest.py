@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -134,12 +134,16 @@ class Workspace:
         return self.log_path.read_text() if self.log_path.exists() else ""
 
     # -- `lanner worker` subprocesses -----------------------------------------------------
-    def start_worker(self, *args: str) -> subprocess.Popen[bytes]:
-        """Run `lanner worker <args>` in its own session, logging to `log_path`."""
+    def start_worker(
+        self, *args: str, environment: Mapping[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Run `lanner worker <args>` in its own session, logging to `log_path`, with no
+        lanner configuration in its environment but `environment`."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(self.dir), *filter(None, [env.get("PYTHONPATH")])])
         for variable in ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG"):
             env.pop(variable, None)
+        env.update(environment or {})
         log = self.log_path.open("ab")
         self._logs.append(log)
         process = subprocess.Popen(

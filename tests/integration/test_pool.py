@@ -282,3 +282,49 @@ class Thumbnail(Task):  # no `app`: it publishes through this module's `app`
     wait_until(lambda: all_complete(ws, [work, thumb]), 20, "both jobs", details=ws.log)
     assert f"on {ws.url}, queues work, thumbnails," in ws.log()
     assert not (ws.dir / "lanner.db").exists()
+
+
+ELSEWHERE_TASKS = """
+app = App(BROKER.replace("jobs.db", "elsewhere.db"))  # the store --broker replaces
+
+
+@app.task(queue="alpha", time_limit=5)
+def first(n):
+    record("first", str(n))
+    second.delay(n)  # through the module's app: the store the worker serves
+
+
+@app.task(queue="beta", time_limit=5)
+def second(n):
+    record("second", str(n))
+"""
+
+
+@pytest.mark.parametrize("how", ["--broker", "LANNER_BROKER"])
+def test_a_broker_given_to_the_worker_keeps_the_queues_of_the_apps_tasks(
+    workspace: Workspace, how: str
+) -> None:
+    """`-A module` with `--broker` (or LANNER_BROKER) serves the queues of the module's
+    tasks on that store, and what those tasks publish goes there too."""
+    ws = workspace
+    tasks = ws.write_module(ELSEWHERE_TASKS, with_app=False)
+    publisher = App(ws.url)
+    try:
+        jids = [publisher.publish(tasks.first.task_class, [n]) for n in range(3)]
+    finally:
+        publisher.close()
+    if how == "--broker":
+        worker = ws.start_worker("-A", ws.module_name, "-c", "1", "--broker", ws.url)
+    else:
+        worker = ws.start_worker("-A", ws.module_name, "-c", "1",
+                                 environment={"LANNER_BROKER": ws.url})  # fmt: skip
+    wait_until(lambda: all_complete(ws, jids), 30, "the alpha jobs", details=ws.log)
+
+    def second_ran() -> bool:
+        return sorted(line.jid for line in ws.lines("second")) == ["0", "1", "2"]
+
+    wait_until(second_ran, 30, "the beta jobs", details=ws.log)
+    assert f"on {ws.url}, queues default, alpha, beta," in ws.log()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0, ws.log()
+    assert not (ws.dir / "elsewhere.db").exists()

@@ -98,8 +98,10 @@ def test_confirm_closes_open_reads(server: Running) -> None:
     assert reply(sock) == b"STORED\r\nVALUE work/open 0 1\r\na\r\nEND\r\n"
     sock.sendall(b"confirm work 1\r\n")
     assert reply(sock) == b"END\r\n"
-    sock.sendall(b"confirm work 1\r\n")
-    assert reply(sock, b"\r\n") == b"ERROR\r\n"
+    sock.sendall(b"confirm work 1\r\n")  # nothing is open: a known command, misused
+    assert reply(sock, b"\r\n") == b"CLIENT_ERROR no item of 'work' is held open\r\n"
+    sock.sendall(b"version\r\n")  # the connection goes on
+    assert reply(sock, b"\r\n").startswith(b"VERSION ")
     until(lambda: server.engine.length("work") == 0)
 
 
@@ -206,9 +208,25 @@ def test_a_plain_get_while_holding_an_open_item_is_an_error(server: Running) -> 
     sock.sendall(b"set work 0 0 1\r\na\r\nget work/open\r\n")
     reply(sock)
     sock.sendall(b"get work\r\n")
-    assert reply(sock, b"\r\n") == b"ERROR\r\n"
+    assert reply(sock, b"\r\n") == (
+        b"CLIENT_ERROR an item of 'work' is held open: close or abort it first\r\n"
+    )
     assert sock.recv(100) == b""
     assert server.client().get("work/t=5000") == b"a"  # given back on the disconnect
+
+
+def test_opening_more_than_the_most_open_items_is_an_error(server: Running) -> None:
+    sock = server.raw()
+    sock.sendall(b"set work 0 0 1\r\na\r\nset work 0 0 1\r\nb\r\nget work/open\r\n")
+    reply(sock)
+    sock.sendall(b"get work/open\r\n")  # --max-open-transactions is 1
+    assert reply(sock, b"\r\n") == (
+        b"CLIENT_ERROR 'work' has 1 open already, the most allowed "
+        b"(--max-open-transactions): close or abort first\r\n"
+    )
+    assert sock.recv(100) == b""
+    reader = server.client()
+    assert [reader.get("work/t=5000"), reader.get("work/t=5000")] == [b"a", b"b"]
 
 
 def test_an_oversized_item_is_refused_and_the_connection_goes_on(server: Running) -> None:

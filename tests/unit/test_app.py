@@ -251,6 +251,26 @@ def test_served_queues_are_the_configured_ones_then_those_of_the_apps_tasks(
     assert app.served_queues() == (configured, QueueConfig("thumbnails"))
 
 
+def test_use_broker_moves_the_app_and_its_tasks_to_another_store(tmp_path: Path) -> None:
+    app = App(f"sqlite:///{tmp_path}/a.db")
+
+    @app.task(queue="thumbnails")
+    def resize() -> None: ...
+
+    first = resize.delay()
+    old_engine = app.engine
+    app.use_broker(f"sqlite:///{tmp_path}/b.db")
+    try:
+        assert app.settings.broker == f"sqlite:///{tmp_path}/b.db"
+        assert app.served_queues() == (QueueConfig("default"), QueueConfig("thumbnails"))
+        second = resize.delay()
+        assert app.engine is not old_engine
+        assert app.engine.get(second) is not None
+        assert app.engine.get(first) is None  # that one is in a.db
+    finally:
+        app.close()
+
+
 def test_publish_returns_a_handle_that_is_the_jid(app: App) -> None:
     @app.task
     def noop() -> None: ...

@@ -141,9 +141,9 @@ def test_cancel_deletes_jobs_and_names_those_not_found(
     engine.put("emails", "a", KLASS)
     engine.put("emails", "b", KLASS)
     result = run(cli, url, "cancel", "a", "b", "nope")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     assert "cancelled 2 jobs" in result.output
-    assert "not found (finished and removed, or never published): nope" in result.output
+    assert "no job 'nope' (finished and removed, or never published)" in result.output
     assert engine.multiget(["a", "b"]) == []
 
 
@@ -215,9 +215,12 @@ def test_jobs_table(cli: click.Group, url: str, engine: Engine) -> None:
     assert "waiting jobs in 'emails'" in result.output
     assert row(result.output, jid)[-1] == "7"  # the jid is never broken across lines
     assert max(len(line) for line in result.output.splitlines()) <= 80
-    empty = run(cli, url, "jobs", "nothing-here")
+    engine.put("drained", "done", KLASS)
+    engine.pop("drained", "worker-1")
+    engine.complete("done", "worker-1", "drained")
+    empty = run(cli, url, "jobs", "drained")
     assert empty.exit_code == 0
-    assert "no waiting jobs in queue 'nothing-here'" in empty.output
+    assert "no waiting jobs in queue 'drained'" in empty.output
 
 
 def test_scheduled_jobs_and_a_job_show_when_they_are_due(
@@ -328,7 +331,9 @@ def test_failed_group_jobs_newest_first(cli: click.Group, url: str, engine: Engi
 def test_failed_when_nothing_failed(cli: click.Group, url: str, engine: Engine) -> None:
     assert output_json(run(cli, url, "failed", "--json")) == {}
     assert "no failed jobs" in run(cli, url, "failed").output
-    assert "no failed jobs in group 'boom'" in run(cli, url, "failed", "boom").output
+    unknown = run(cli, url, "failed", "boom")
+    assert unknown.exit_code == 1
+    assert "no failure group 'boom' (no job has failed)" in unknown.output
 
 
 @pytest.mark.parametrize(
@@ -392,6 +397,8 @@ def test_retry_into_one_queue(
 ) -> None:
     monkeypatch.setattr(operations, "RETRY_PAGE", page)
     fail_interleaved(engine)
+    engine.pause(["c"])  # a queue the store knows
+    engine.unpause(["c"])
     result = run(cli, url, "retry", "boom", "--queue", "c", "--count", "4")
     assert result.exit_code == 0, result.output
     assert "retried 4 jobs of group 'boom': 4 into 'c'" in result.output
@@ -400,14 +407,16 @@ def test_retry_into_one_queue(
     assert states(engine)["j5"] == ("b", JobState.FAILED)
 
 
-def test_retry_of_an_empty_group(cli: click.Group, url: str, engine: Engine) -> None:
+def test_retry_of_a_group_that_does_not_exist(cli: click.Group, url: str, engine: Engine) -> None:
     result = run(cli, url, "retry", "boom")
-    assert result.exit_code == 0
-    assert "retried 0 jobs of group 'boom'" in result.output
+    assert result.exit_code == 1
+    assert "no failure group 'boom' (no job has failed)" in result.output
 
 
 # -- pause / unpause ----------------------------------------------------------------------
 def test_pause_and_unpause(cli: click.Group, url: str, engine: Engine) -> None:
+    engine.put("a", "job-a", KLASS)
+    engine.put("b", "job-b", KLASS)
     result = run(cli, url, "pause", "a", "b")
     assert result.exit_code == 0, result.output
     assert "paused a, b" in result.output
@@ -540,6 +549,49 @@ def test_worker_options_are_checked_and_explained() -> None:
     assert "Worker processes to run (each runs one task at a time)." in " ".join(
         helped.output.split()
     )
+
+
+# -- -A MODULE that fails at import ---------------------------------------------------------
+BROKEN_MODULES = {
+    "name_error": ("import lanner\n\nx = undefined_name\n",
+                   "NameError: name 'undefined_name' is not defined (name_error.py:3)"),
+    "missing_package": ("import lanner\nimport no_such_package_anywhere\n",
+                        "ModuleNotFoundError: No module named 'no_such_package_anywhere' "
+                        "(missing_package.py:2)"),
+    "syntax_error": ("def f(:\n", "SyntaxError: invalid syntax (syntax_error.py:1)"),
+    "raises": ("import lanner\n\n\nraise RuntimeError('no config')\n",
+               "RuntimeError: no config (raises.py:4)"),
+    "no_such_module": (None, "ModuleNotFoundError: No module named 'no_such_module'"),
+}  # fmt: skip
+
+
+def lanner_subprocess(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lanner", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("command", "module"),
+    [
+        *((["status"], module) for module in BROKEN_MODULES),
+        (["worker", "-c", "1"], "name_error"),
+        (["worker", "-c", "1"], "syntax_error"),
+        (["jobs"], "missing_package"),
+        (["publish", "x.Task"], "raises"),
+    ],
+)
+def test_a_module_that_fails_at_import_is_one_line_naming_the_error_and_where(
+    url: str, tmp_path: Path, command: list[str], module: str
+) -> None:
+    source, error = BROKEN_MODULES[module]
+    if source is not None:
+        (tmp_path / f"{module}.py").write_text(source)
+    shown = lanner_subprocess(tmp_path, *command, "-A", module, "--broker", url)
+    assert shown.returncode == 1, shown.stderr
+    assert shown.stderr.splitlines() == [f"Error: cannot import {module!r}: {error}"]
+    assert shown.stdout == ""
 
 
 def test_the_command_line_defines_no_task_of_its_own() -> None:

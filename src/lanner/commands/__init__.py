@@ -1,6 +1,7 @@
 """The `lanner` subcommands, one module per subject; `lanner.cli` adds them to its group.
 
     common      -A/--app and --broker, loading the App, the session every command opens
+    known       the queues and failure groups that exist: a typo is an error, not nothing
     rendering   rich tables in one style, bare JSON output, UTC times
     inspect     status, jobs, job: looking at a store
     failures    failed, retry: failure groups, and putting their jobs back

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -70,6 +71,25 @@ def _require_store(url: str) -> None:
         )
 
 
+def import_failure(module_name: str, error: Exception) -> str:
+    """What went wrong importing `module_name`, in one line: the error, and the file and
+    line of its last frame outside the import machinery (a syntax error's own place)."""
+    line = f"cannot import {module_name!r}: {type(error).__name__}: {error}"
+    if isinstance(error, SyntaxError) and error.filename:
+        where: tuple[str, int | None] | None = (error.filename, error.lineno)
+        line = f"cannot import {module_name!r}: {type(error).__name__}: {error.msg}"
+    else:
+        frames = traceback.extract_tb(error.__traceback__)
+        machinery = (__file__, os.path.dirname(importlib.__file__) + os.sep, "<")
+        ours = [f for f in frames if not f.filename.startswith(machinery)]
+        where = (ours[-1].filename, ours[-1].lineno) if ours else None
+    if where is None:  # the module itself was not found: no code of the user's ran
+        return line
+    path, number = where
+    shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+    return f"{line} ({shown}:{number})"
+
+
 def load_app(app_path: str | None, broker: str | None) -> App:
     """The App of `-A module[:attr]`, else one built from configuration (and `--broker`)."""
     if broker == "" or os.environ.get("LANNER_BROKER") == "":
@@ -79,18 +99,19 @@ def load_app(app_path: str | None, broker: str | None) -> App:
         sys.path.insert(0, "")  # like `python -m`: modules of the working directory
         try:
             module = importlib.import_module(module_name)
-        except ImportError as error:
-            raise click.ClickException(f"cannot import {module_name!r}: {error}") from None
+        except Exception as error:  # whatever the module's code raised: one line, no traceback
+            raise click.ClickException(import_failure(module_name, error)) from None
         found: Any = getattr(module, attribute or "app", None)
         if found is None and not attribute:
             found = default_app()  # a module of Kale-style task classes defines no App
         if not isinstance(found, App):
             raise click.ClickException(f"{app_path} is not a lanner.App")
-        app = found
         if broker:
-            app = App(broker, settings=app.settings, queues=app.queues, codec=app.codec)
-        set_default_app(app)
-        return app
+            # The module's own App, rebound: a copy would leave the module's tasks (what
+            # a worker serves, where they publish) on the App they were defined on.
+            found.use_broker(broker)
+        set_default_app(found)
+        return found
     app = App(settings=load_settings(broker=broker) if broker else load_settings())
     set_default_app(app)
     return app

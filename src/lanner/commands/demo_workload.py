@@ -22,6 +22,19 @@ QUEUES = (
 )  # fmt: skip
 
 
+FLAKY_EVERY = 25
+"""IndexDocument fails on purpose on the first run of every 25th document, to show retries."""
+
+ON_PURPOSE = (
+    "Failures are on purpose: IndexDocument fails the first run of every "
+    f"{FLAKY_EVERY}th document (a busy search cluster, simulated), to show retries; each "
+    "then completes. A job whose retries run out fails into a failure group named after "
+    "its exception: `lanner failed` lists the groups, `lanner retry GROUP` runs their jobs "
+    "again."
+)
+"""What the demo tells its user about the failures above, once the pool is done."""
+
+
 class TransientError(Exception):
     """A failure worth retrying (the demo's flaky dependency)."""
 
@@ -41,7 +54,7 @@ class IndexDocument(Task):
     def run_task(self, doc_id: int) -> None:
         time.sleep(random.uniform(0.005, 0.020))
         first_try = self.job is not None and self.job.remaining == self.job.retries
-        if doc_id % 25 == 0 and first_try:
+        if doc_id % FLAKY_EVERY == 0 and first_try:
             raise TransientError(f"search cluster busy while indexing document {doc_id}")
 
 

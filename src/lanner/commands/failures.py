@@ -3,7 +3,9 @@
     lanner failed [GROUP] [--limit N] [--json]  the failure groups, or one group's jobs
     lanner retry GROUP [--queue Q] [--count N]  put failed jobs back, oldest first
 
-Retrying is `lanner.operations.retry_failed`; this module renders the groups and jobs.
+Retrying is `lanner.operations.retry_failed`; this module renders the groups and jobs. A
+group with no failed job, or a --queue that exists nowhere, is an error naming those that
+exist (`lanner.commands.known`), not an empty answer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lanner.commands.common import connection_options, json_option, limit_option, session
+from lanner.commands.known import require_group, require_queues
 from lanner.commands.rendering import groups_table, print_json, say, table, text, utc
 from lanner.job import Job
 from lanner.operations import retry_failed
@@ -87,9 +90,11 @@ def failed_command(
 ) -> None:
     """The failure groups and their counts, or with GROUP the jobs of that group."""
     with session(app_path, broker) as app:
+        groups = app.engine.failed_groups()
         if group is None:
-            show_groups(app.engine.failed_groups(), as_json)
+            show_groups(groups, as_json)
         else:
+            require_group(groups, group)
             show_failed_jobs(group, app.engine.failed(group, 0, limit), as_json)
 
 
@@ -111,6 +116,9 @@ def retry_command(
 ) -> None:
     """Put the failed jobs of GROUP back to be run again, oldest first."""
     with session(app_path, broker) as app:
+        require_group(app.engine.failed_groups(), group)
+        if queue is not None:  # a typo would send the jobs where no worker looks
+            require_queues(app, [queue])
         moved = retry_failed(app.engine, group, queue=queue, count=count)
     total = sum(moved.values())
     where = ", ".join(f"{n} into {q!r}" for q, n in moved.items())

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lanner.commands.common import connection_options, json_option, limit_option, session
+from lanner.commands.known import require, require_queues
 from lanner.commands.rendering import (
     groups_table,
     key_values,
@@ -133,6 +134,9 @@ def jobs_command(
     if state == "complete" and queue:
         raise click.UsageError("complete jobs belong to no queue: leave QUEUE out")
     with session(app_path, broker) as app:
+        if queue:
+            require(app, Capability.LISTING, "jobs")
+            require_queues(app, [queue])
         found = [
             job_summary(job, state)
             for job in list_jobs(app.engine, state, queue=queue or None, limit=limit)

@@ -3,7 +3,9 @@
     lanner pause QUEUE...     workers take none of their jobs until unpaused
     lanner unpause QUEUE...   workers take their jobs again
 
-Kept apart from `publish`, which acts on jobs: these change a queue's state.
+Kept apart from `publish`, which acts on jobs: these change a queue's state. A queue
+neither the store nor the app knows is refused (`lanner.commands.known`): a typo would
+pause a queue no one uses.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Final
 import click
 
 from lanner.commands.common import connection_options, session
+from lanner.commands.known import require, require_queues
 from lanner.commands.rendering import say
+from lanner.engine import Capability
 
 __all__ = ["COMMANDS"]
 
@@ -28,6 +32,8 @@ def pausing_command(pause: bool) -> click.Command:
     @connection_options
     def command(app_path: str | None, broker: str | None, queues: tuple[str, ...]) -> None:
         with session(app_path, broker, create=True) as app:
+            require(app, Capability.PAUSE, verb)
+            require_queues(app, queues)
             (app.engine.pause if pause else app.engine.unpause)(list(queues))
         say(f"{verb}d {', '.join(queues)}")
 

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lanner.commands.common import connection_options, json_option, session
+from lanner.commands.known import require_queues
 from lanner.commands.rendering import key_values, print_json
 from lanner.engine import Capability
 from lanner.histograms import bucket_bounds, bucket_label, duration, percentile
@@ -135,6 +136,7 @@ def stats_command(
             raise click.ClickException(
                 f"the {engine.name} engine keeps no per-day statistics (no 'stats' capability)"
             )
+        require_queues(app, [queue])
         stats = engine.stats(queue, when)
     if as_json:
         print_json(stats_document(queue, shown, stats))

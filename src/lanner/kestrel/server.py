@@ -334,9 +334,16 @@ class Connection(asyncio.Protocol):
             if not command.open:
                 return END
         elif held and not command.open:
-            raise ProtocolError(b"ERROR\r\n", close=True)  # Kestrel: close or abort first
-        if command.open and len(self.open.get(queue, ())) >= self.server.max_open_transactions:
-            raise ProtocolError(b"ERROR\r\n", close=True)
+            raise protocol.client_error(
+                f"an item of {queue!r} is held open: close or abort it first", close=True
+            )
+        opened = len(self.open.get(queue, ()))
+        if command.open and opened >= self.server.max_open_transactions:
+            raise protocol.client_error(
+                f"{queue!r} has {opened} open already, the most allowed "
+                "(--max-open-transactions): close or abort first",
+                close=True,
+            )
         job = await self.front.take(queue, command.timeout)
         if job is None:
             counters["get_misses"] += 1
@@ -369,7 +376,8 @@ class Connection(asyncio.Protocol):
         engine, queue = self.server.engine, command.queue
         if command.name == "confirm":
             confirmed = await self._close_open(queue, command.count)
-            reply = END if confirmed else b"ERROR\r\n"
+            refused = protocol.client_error(f"no item of {queue!r} is held open")
+            reply = END if confirmed else refused.reply
         elif command.name == "flush":
             await self.server.flush(queue)
             reply = END
