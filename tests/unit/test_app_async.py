@@ -235,9 +235,13 @@ def test_a_cancelled_aresult_leaves_asyncio_run_free_and_ends_quietly(
         return a + b
 
     handle = add.delay(1, 1)
+    earlier = set(threading.enumerate())  # another test's waits may be ending still
 
     def waiters() -> list[threading.Thread]:
-        return [thread for thread in threading.enumerate() if thread.name == "lanner-wait"]
+        found = threading.enumerate()
+        return [
+            thread for thread in found if thread.name == "lanner-wait" and thread not in earlier
+        ]
 
     async def main() -> None:
         waiting = asyncio.create_task(handle.aresult())  # no timeout: a minute's chunk
