@@ -8,6 +8,7 @@
     send_email.delay("a@example.com", "hi")
     send_email.options(delay=60, priority=10, tags=["welcome"]).delay("b@example.com", "hi")
     app.publish_many([send_email.message("c@example.com", "x"), ...])   # one round trip
+    await send_email.adelay("d@example.com", "hi")   # from async code: the loop goes on
 
 Nothing connects at import time: the engine is opened on first use. A Kale-style task
 class without an `app` publishes through the App its module defines as `app`, if any, else
@@ -238,6 +239,13 @@ class App:
         except PayloadTooLarge as error:
             raise ChubbyTaskException(str(error)) from None
         return [JobHandle(jid, self) for jid in jids]
+
+    async def apublish_many(self, messages: Iterable[Message]) -> list[JobHandle]:
+        """`publish_many()` for async code: the engine's round trip (or an eager run) is
+        made in a thread, so the event loop goes on meanwhile (`lanner.offload`)."""
+        from lanner import offload
+
+        return await offload.call(self.publish_many, list(messages))
 
     def handle(self, jid: str) -> JobHandle:
         """The handle of a job published earlier (by this process or another)."""

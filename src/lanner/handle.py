@@ -12,10 +12,14 @@ for it keeps working), that can also look at the job through its app's engine:
 if the job failed, `TimeoutError` if the wait ended first. A job run eagerly
 (`App(eager=True)`) is settled before its handle is returned; its failure is raised from
 the task's own exception.
+
+From async code, `await handle.aresult(timeout=10)`, `astate()`, `ajob()` and `acancel()`
+do the same without blocking the event loop (`lanner.offload` says how).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
@@ -68,7 +72,14 @@ class JobHandle(str):
         `TimeoutError` if it is still pending when the wait ends, `JobNotFound` if it is
         gone (cancelled, or removed after `jobs-history`).
         """
-        job = self._settled or self._wait(timeout)
+        return self._outcome(self._settled or self._wait(timeout), timeout)
+
+    async def aresult(self, timeout: float | None = None) -> Any:
+        """`result()` for async code: the event loop goes on while the job is awaited."""
+        return self._outcome(self._settled or await self._await(timeout), timeout)
+
+    def _outcome(self, job: Job | None, timeout: float | None) -> Any:
+        """What `result()` answers once its wait returned `job`."""
         if job is None:
             raise JobNotFound(self.jid, "result")
         if job.state == JobState.COMPLETE:
@@ -78,14 +89,44 @@ class JobHandle(str):
         raise TimeoutError(f"job {self.jid} is still {job.state} after {timeout:g} s")
 
     def _wait(self, timeout: float | None) -> Job | None:
-        if timeout is not None and (not math.isfinite(timeout) or timeout < 0):
-            raise ValueError(f"timeout must be None or a finite number >= 0, not {timeout!r}")
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = _deadline(timeout)
         while True:
-            left = _WAIT_CHUNK if deadline is None else max(0.0, deadline - time.monotonic())
-            job = self._app.engine.wait(self.jid, timeout=min(left, _WAIT_CHUNK))
-            if job is None or job.finished or (deadline is not None and left <= _WAIT_CHUNK):
+            seconds, last = _chunk(deadline)
+            job = self._wait_chunk(seconds)
+            if last or job is None or job.finished:
                 return job
+
+    async def _await(self, timeout: float | None) -> Job | None:
+        """`_wait`, each chunk in a thread (a cancelled awaiter leaves only its chunk)."""
+        from lanner import offload
+
+        deadline = _deadline(timeout)
+        while True:
+            seconds, last = _chunk(deadline)
+            job = await offload.wait(functools.partial(self._wait_chunk, seconds))
+            if last or job is None or job.finished:
+                return job
+
+    def _wait_chunk(self, seconds: float) -> Job | None:
+        return self._app.engine.wait(self.jid, timeout=seconds)
+
+    async def ajob(self) -> Job | None:
+        """`job()` for async code."""
+        from lanner import offload
+
+        return await offload.call(self.job)
+
+    async def astate(self) -> JobState | None:
+        """`state()` for async code."""
+        from lanner import offload
+
+        return await offload.call(self.state)
+
+    async def acancel(self) -> bool:
+        """`cancel()` for async code."""
+        from lanner import offload
+
+        return await offload.call(self.cancel)
 
     def cancel(self) -> bool:
         """Cancel the job (a running task is stopped within about a second); True if it
@@ -99,3 +140,16 @@ class JobHandle(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (str, (str(self),))  # pickled as the plain id: an app does not travel
+
+
+def _deadline(timeout: float | None) -> float | None:
+    """When a wait of `timeout` seconds ends (monotonic clock); None: it does not."""
+    if timeout is not None and (not math.isfinite(timeout) or timeout < 0):
+        raise ValueError(f"timeout must be None or a finite number >= 0, not {timeout!r}")
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _chunk(deadline: float | None) -> tuple[float, bool]:
+    """The next engine wait towards `deadline`: its seconds, and whether it is the last."""
+    left = _WAIT_CHUNK if deadline is None else max(0.0, deadline - time.monotonic())
+    return min(left, _WAIT_CHUNK), deadline is not None and left <= _WAIT_CHUNK

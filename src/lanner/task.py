@@ -163,6 +163,14 @@ class Task:
             cls, task_id, payload, delay_sec=kwargs.get("delay_sec")
         )
 
+    @classmethod
+    async def apublish(cls, app_data: Any, *args: Any, **kwargs: Any) -> JobHandle:
+        """`publish()` for async code: the same publish, through the same Publisher, made
+        in a thread so that the event loop goes on meanwhile (`lanner.offload`)."""
+        from lanner import offload
+
+        return await offload.call(cls.publish, app_data, *args, **kwargs)
+
     @staticmethod
     def _get_publisher() -> Publisher:
         """The process's `lanner.publisher.Publisher` (Kale's, made on first use)."""

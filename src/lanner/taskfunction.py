@@ -92,6 +92,10 @@ class TaskFunction(Generic[P, R]):
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         return self.options().delay(*args, **kwargs)
 
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
+        """`delay()` for async code: the event loop goes on while the job is published."""
+        return await self.options().adelay(*args, **kwargs)
+
     def message(self, *args: P.args, **kwargs: P.kwargs) -> Message:
         return self.options().message(*args, **kwargs)
 
@@ -128,3 +132,7 @@ class BoundOptions(Generic[P]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         return self._app.publish_many([self.message(*args, **kwargs)])[0]
+
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
+        """`delay()` for async code: the event loop goes on while the job is published."""
+        return (await self._app.apublish_many([self.message(*args, **kwargs)]))[0]
