@@ -137,7 +137,7 @@ def measure_drain(
     looping `pop(batch)` + `complete_many` (each job keeping `result` unless None); return
     jobs per second, from the common start to the last completion, and the children's
     requests per job (None if their engine does not count them). Raises `BenchError`
-    unless exactly `jobs` jobs were completed."""
+    if fewer than `jobs` jobs were completed."""
     plural = "es" if processes > 1 else ""
     progress.phase(f"pop + complete_many, {processes} process{plural}", jobs)
     completed = 0
@@ -160,7 +160,9 @@ def measure_drain(
             else:
                 raise BenchError(f"unexpected message from a drain process: {message!r}")
         group.join()
-    if completed != jobs:
+    # More is a job delivered twice (a send retried after a timeout on a loaded machine):
+    # at-least-once allows it. Fewer is a job lost.
+    if completed < jobs:
         raise BenchError(f"{processes} drain process(es) completed {completed} of {jobs} jobs")
     spent = None if requests is None else requests / jobs
     return rate(jobs, max(last_completions) - started), spent
