@@ -22,6 +22,8 @@ Nothing is read or imported when lanner is imported: settings exist only once a 
 | `retry_delay_max_sec`         | `RETRY_DELAY_MAX_SEC` (or Kale's `SQS_MAX_TASK_DELAY_SEC`) |  |
 | `die_on_resident_set_size_mb` | `DIE_ON_RESIDENT_SET_SIZE_MB` |                          |
 | `max_tasks_per_child`         | `MAX_TASKS_PER_CHILD`         |                          |
+| `tasks_per_process`           | `TASKS_PER_PROCESS`           |                          |
+| `threads`                     | `THREADS`                     |                          |
 | `shutdown_timeout_sec`        | `SHUTDOWN_TIMEOUT_SEC`        |                          |
 | `time_limit_grace_sec`        | `TIME_LIMIT_GRACE_SEC`        |                          |
 | `pickle_hmac_key`             | `PICKLE_HMAC_KEY`             | `LANNER_PICKLE_HMAC_KEY` |
@@ -81,7 +83,9 @@ class Settings:
     `queue_selector`: how a worker picks its next queue. `retry_delay_multiple_sec` and
     `retry_delay_max_sec`: the retry backoff (`retry_delay`). `die_on_resident_set_size_mb`: a
     worker process exits once its peak RSS reaches this (None: never). `max_tasks_per_child`: a
-    worker process is replaced after this many tasks (None: never). `shutdown_timeout_sec`: how
+    worker process is replaced after this many tasks (None: never). `tasks_per_process`: how
+    many jobs a worker process runs at once (1: one at a time). `threads`: how many of them
+    may be sync tasks running in threads (1: one at a time). `shutdown_timeout_sec`: how
     long a shutdown waits for running tasks. `time_limit_grace_sec`: how long past a task's time
     limit before its process is killed. `pickle_hmac_key`: enables the signed pickle codec (at
     least 16 bytes). `imports`: task modules workers import. `on_worker_startup` and
@@ -95,6 +99,8 @@ class Settings:
     retry_delay_max_sec: float = 900.0
     die_on_resident_set_size_mb: int | None = None
     max_tasks_per_child: int | None = None
+    tasks_per_process: int = 1
+    threads: int = 1
     shutdown_timeout_sec: float = 30.0
     time_limit_grace_sec: float = 5.0
     pickle_hmac_key: bytes | None = None
@@ -211,6 +217,8 @@ _CHECKS: Final[Mapping[str, Callable[[object, str], object]]] = {
     "retry_delay_max_sec": _seconds,
     "die_on_resident_set_size_mb": _count,
     "max_tasks_per_child": _count,
+    "tasks_per_process": _count,
+    "threads": _count,
     "shutdown_timeout_sec": _seconds,
     "time_limit_grace_sec": _seconds,
     "pickle_hmac_key": _key,
@@ -227,6 +235,8 @@ _LANNER_MODULE_NAMES: Final[Mapping[str, str]] = {
     "RETRY_DELAY_MAX_SEC": "retry_delay_max_sec",
     "DIE_ON_RESIDENT_SET_SIZE_MB": "die_on_resident_set_size_mb",
     "MAX_TASKS_PER_CHILD": "max_tasks_per_child",
+    "TASKS_PER_PROCESS": "tasks_per_process",
+    "THREADS": "threads",
     "SHUTDOWN_TIMEOUT_SEC": "shutdown_timeout_sec",
     "TIME_LIMIT_GRACE_SEC": "time_limit_grace_sec",
     "PICKLE_HMAC_KEY": "pickle_hmac_key",

@@ -59,7 +59,13 @@ def serve_metrics(host: str, port: int) -> PoolMetrics:
 )
 @click.option("--queues", "queue_file", metavar="FILE", help="Queue config YAML (Kale's format).")
 @click.option("-c", "--concurrency", default=2, show_default=True, type=click.IntRange(min=1),
-              help="Worker processes to run (each runs one task at a time).")  # fmt: skip
+              help="Worker processes to run.")  # fmt: skip
+@click.option("-t", "--tasks-per-process", type=click.IntRange(min=1), metavar="N",
+              help="Jobs each process runs at once: async tasks share its event loop "
+                   "(default: settings, else 1).")  # fmt: skip
+@click.option("--threads", type=click.IntRange(min=1), metavar="N",
+              help="Of those, how many sync tasks may run at once, in threads (default: "
+                   "settings, else 1).")  # fmt: skip
 @click.option("--selector", metavar="NAME", help="Queue selector (default: reduced-lottery).")
 @click.option("--max-tasks-per-child", type=click.IntRange(min=1), help="Recycle after N tasks.")
 @click.option("--max-memory-per-child", type=click.IntRange(min=1), metavar="MB",
@@ -83,6 +89,8 @@ def worker(
     queue_names: str | None,
     queue_file: str | None,
     concurrency: int,
+    tasks_per_process: int | None,
+    threads: int | None,
     selector: str | None,
     max_tasks_per_child: int | None,
     max_memory_per_child: int | None,
@@ -105,6 +113,8 @@ def worker(
         pool = WorkerPool(
             app,
             concurrency=concurrency,
+            tasks_per_process=tasks_per_process,
+            threads=threads,
             queues=choose_queues(app, queue_names, queue_file),
             selector=selector,
             max_tasks_per_child=max_tasks_per_child,

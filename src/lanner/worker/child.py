@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
+from lanner.worker.concurrent import ConcurrentLoop
 from lanner.worker.loop import Limits, WorkerLoop
 from lanner.worker.processes import kill_strays, lead_own_group
 from lanner.worker.reporter import Outcome
@@ -129,20 +130,25 @@ def child_main(
     selector: str,
     limits: Limits,
     conn: Connection,
+    tasks_per_process: int = 1,
+    threads: int = 1,
 ) -> None:
-    """The body of a worker process (forked by the supervisor)."""
+    """The body of a worker process (forked by the supervisor); it runs one job at a time
+    (`WorkerLoop`) or up to `tasks_per_process` at once (`ConcurrentLoop`)."""
     lead_own_group()
     # The supervisor owns Ctrl-C: a terminal's SIGINT reaches the whole process group,
     # and children must not die of it mid-task; they stop when the supervisor says so.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    loop = WorkerLoop(
-        app,
-        queues,
-        resolve_selector(selector),
-        reporter=PipeReporter(conn),
-        limits=limits,
-        configure=False,  # the supervisor does, once for all children
-    )
+    reporter = PipeReporter(conn)
+    # configure=False: the supervisor stores the queues' settings, once for all children.
+    loop = (
+        ConcurrentLoop(app, queues, resolve_selector(selector), reporter=reporter,
+                       limits=limits, configure=False, tasks_per_process=tasks_per_process,
+                       threads=threads)
+        if tasks_per_process > 1
+        else WorkerLoop(app, queues, resolve_selector(selector), reporter=reporter,
+                        limits=limits, configure=False)
+    )  # fmt: skip
     signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     if app.settings.on_worker_startup:

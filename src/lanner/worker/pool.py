@@ -99,13 +99,15 @@ class _Child:
     conn: Connection
     worker: str
     started_at: float = field(default_factory=time.monotonic)
-    queue: str = ""
-    batch: list[str] = field(default_factory=list)
-    running: JobStarted | None = None
-    finished: dict[str, float] = field(default_factory=dict)  # jid -> when; not completed
+    held: dict[str, str] = field(default_factory=dict)  # jid -> queue: popped, not finished
+    running: dict[str, JobStarted] = field(default_factory=dict)  # its jobs running now
+    finished: dict[str, tuple[float, str]] = field(default_factory=dict)  # jid -> when,
+    # queue: ran and not known to be completed
     exited_cleanly: bool = False
     killed_for: str = ""
-    stopping: str = ""  # why its running job's task was told to stop (cancelled, ...)
+    culprit: str | None = None  # the job it was killed for (past its time limit)
+    stopping: dict[str, str] = field(default_factory=dict)  # jid -> why its task was told
+    # to stop (cancelled, lock lost)
     jobs_started: int = 0
 
 
@@ -117,6 +119,8 @@ class WorkerPool:
         app: App,
         *,
         concurrency: int = 2,
+        tasks_per_process: int | None = None,
+        threads: int | None = None,
         queues: Sequence[QueueConfig] | None = None,
         selector: str | None = None,
         max_tasks_per_child: int | None = None,
@@ -125,12 +129,17 @@ class WorkerPool:
         time_limit_grace: float | None = None,
         observer: PoolObserver | None = None,
     ) -> None:
-        """`observer` is told what the pool does (lanner.metrics.pool.PoolMetrics)."""
+        """`concurrency` processes, each running up to `tasks_per_process` jobs at once
+        (async tasks on its event loop; sync ones in up to `threads` threads, 1 unless
+        asked: docs/worker.md). `observer` is told what the pool does
+        (lanner.metrics.pool.PoolMetrics)."""
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         settings = app.settings
         self.app = app
         self.concurrency = concurrency
+        self.tasks_per_process = tasks_per_process or settings.tasks_per_process
+        self.threads = threads or settings.threads
         self.queues = tuple(queues or app.queues)
         self.selector = selector or settings.queue_selector
         resolve_selector(self.selector)  # a bad name fails here, not in every child
@@ -216,7 +225,7 @@ class WorkerPool:
         for queue in self.queues:
             counts = self.app.engine.queue_counts(queue.name)
             queued += counts.waiting + counts.scheduled
-        running = sum(1 for child in self._children.values() if child.running)
+        running = sum(len(child.running) for child in self._children.values())
         return PoolCounts(queued, running, self.processed, len(self._children))
 
     def stop(self) -> None:
@@ -261,7 +270,15 @@ class WorkerPool:
         receive, send = self._context.Pipe(duplex=False)
         process = self._context.Process(
             target=child_main,
-            args=(self.app, self.queues, self.selector, self.limits, send),
+            args=(
+                self.app,
+                self.queues,
+                self.selector,
+                self.limits,
+                send,
+                self.tasks_per_process,
+                self.threads,
+            ),
             name=f"lanner-worker-{len(self._children) + 1}",
             daemon=False,
         )
@@ -293,21 +310,21 @@ class WorkerPool:
     def _on_report(self, child: _Child, report: Report) -> None:
         match report:
             case BatchPopped(queue, jids):
-                child.queue, child.batch = queue, list(jids)
+                child.held.update(dict.fromkeys(jids, queue))
             case JobStarted():
-                child.running = report
+                child.running[report.jid] = report
                 child.jobs_started += 1
-            case JobStopping(jid, why) if child.running and child.running.jid == jid:
+            case JobStopping(jid, why) if jid in child.running:
                 # Killed after the grace unless its task stops: as if its time ran out now.
-                child.running = child.running._replace(deadline=time.time())
-                child.stopping = why
+                child.running[jid] = child.running[jid]._replace(deadline=time.time())
+                child.stopping[jid] = why
             case JobFinished():
                 self._finished(child, report)
             case JobsCompleted(jids):
                 for jid in jids:
                     child.finished.pop(jid, None)
             case BatchSettled():
-                child.batch = []
+                child.held.clear()
             case WorkerExiting(reason):
                 child.exited_cleanly = True
                 logger.info("worker %s exits: %s", child.worker, reason)
@@ -317,14 +334,14 @@ class WorkerPool:
                 self._observer.engine_error("worker")
 
     def _finished(self, child: _Child, report: JobFinished) -> None:
-        child.running, child.stopping = None, ""
-        if report.jid in child.batch:
-            child.batch.remove(report.jid)
+        child.running.pop(report.jid, None)
+        child.stopping.pop(report.jid, None)
+        queue = child.held.pop(report.jid, "")
         if report.succeeded:
-            child.finished[report.jid] = time.monotonic()
+            child.finished[report.jid] = (time.monotonic(), queue)
         self.processed += 1
         if report.outcome:
-            self._observer.job_finished(child.queue, report.klass, report.outcome, report.seconds)
+            self._observer.job_finished(queue, report.klass, report.outcome, report.seconds)
 
     def _reap(self, pid: int, child: _Child) -> None:
         self._read(child)
@@ -333,7 +350,7 @@ class WorkerPool:
         del self._children[pid]
         child.conn.close()
         self._observer.children(len(self._children))
-        if not child.exited_cleanly or child.batch or child.running or child.finished:
+        if not child.exited_cleanly or child.held or child.running or child.finished:
             self._recover(child)
         if self._stopping_since is None:
             pause = 0.0
@@ -359,16 +376,18 @@ class WorkerPool:
         """Give back what the dead child held (a chore: never waits on the store)."""
         code = child.process.exitcode
         cause = child.killed_for or f"worker process died (exit code {code})"
-        running = f" running job {child.running.jid}" if child.running else ""
+        running = (
+            f" running job {', '.join(child.running)}" if len(child.running) < 4
+            else f" running {len(child.running)} jobs"
+        ) if child.running else ""  # fmt: skip
         logger.error("worker %s%s: %s; giving back its jobs", child.worker, running, cause)
         dead = DeadWorker(
             worker=child.worker,
-            queue=child.queue,
-            reported=tuple(child.batch),
-            running=child.running,
-            finished=tuple(child.finished),
+            reported=tuple(child.held),
+            running=tuple(child.running.values()),
+            finished=tuple((queue, jid) for jid, (_, queue) in child.finished.items()),
             cause=cause,
-            timed_out=bool(child.killed_for),
+            culprit=child.culprit,
             shutdown=self._cold and not child.killed_for,
         )
         self._chores.add(
@@ -380,32 +399,36 @@ class WorkerPool:
         """Complete the finished jobs of a child too stopped or stuck to complete them."""
         now = time.monotonic()
         for child in self._children.values():
-            overdue = [jid for jid, at in child.finished.items() if now - at > SETTLE_FOR_CHILD_SEC]
-            if not overdue:
-                continue
-            for jid in overdue:
-                del child.finished[jid]
-            self._chores.add(
-                f"completing {len(overdue)} finished job(s) of {child.worker}",
-                functools.partial(_complete, jids=overdue, worker=child.worker, queue=child.queue),
-            )
+            overdue: dict[str, list[str]] = {}  # queue -> jids
+            for jid, (at, queue) in list(child.finished.items()):
+                if now - at > SETTLE_FOR_CHILD_SEC:
+                    del child.finished[jid]
+                    overdue.setdefault(queue, []).append(jid)
+            for queue, jids in overdue.items():
+                self._chores.add(
+                    f"completing {len(jids)} finished job(s) of {child.worker}",
+                    functools.partial(_complete, jids=jids, worker=child.worker, queue=queue),
+                )
 
     def _enforce_time_limits(self) -> None:
         now = time.time()
         for pid, child in self._children.items():
-            if child.running is None or child.killed_for:
+            if child.killed_for:
                 continue
-            if now > child.running.deadline + self.time_limit_grace:
-                late = f"{self.time_limit_grace:g} s"
+            late_job = next(
+                (job for job in child.running.values()
+                 if now > job.deadline + self.time_limit_grace),
+                None,
+            )  # fmt: skip
+            if late_job is not None:
+                late, why = f"{self.time_limit_grace:g} s", child.stopping.get(late_job.jid)
+                child.culprit = late_job.jid
                 child.killed_for = (
-                    f"job {child.running.jid} "
-                    + (
-                        f"did not stop {late} after {child.stopping}"
-                        if child.stopping
-                        else f"ran {late} past its time limit"
-                    )
+                    f"job {late_job.jid} "
+                    + (f"did not stop {late} after {why}" if why
+                       else f"ran {late} past its time limit")
                     + "; its process was killed"
-                )
+                )  # fmt: skip
                 logger.error("worker %s: %s", child.worker, child.killed_for)
                 kill_group(pid)
                 self._observer.hard_killed()

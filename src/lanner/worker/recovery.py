@@ -4,12 +4,16 @@ A dead worker's name still holds its locks in the engine. Its recovery, a superv
 chore, is idempotent (run again after the store failed it halfway, it does nothing twice):
 
 1. the jobs it finished and reported, but had not completed, are completed;
-2. the job it was running is settled: the first time a process dies under it (most deaths
-   are the process's, not the job's), given back at once to its place in the queue, a retry
-   spent; with the retry backoff from its second death on, and after a time-limit kill (so
-   a poison job still ends failed); failed when it has no retry left; given back untouched
-   after a cold shutdown, which is nobody's fault;
-3. every other job the engine shows the worker holding is given back, in its queue,
+2. the job it was running, if it ran one alone, is settled: the first time a process dies
+   under it (most deaths are the process's, not the job's), given back at once to its place
+   in the queue, a retry spent; with the retry backoff from its second death on, and after a
+   time-limit kill (so a poison job still ends failed); failed when it has no retry left;
+   given back untouched after a cold shutdown, which is nobody's fault;
+3. jobs it ran side by side (a process running many at once) are not charged for a death
+   that any of them may have caused: each gets the death's history entry and is given back
+   at once, a retry kept, and runs alone from then on (`concurrent.runs_alone`), so that a
+   later death is its own. A kill for one job's time limit charges that job alone;
+4. every other job the engine shows the worker holding is given back, in its queue,
    whether or not the process had reported it (it may have died just after a pop).
 
 A pool that starts also looks for workers of its host whose process is gone without a
@@ -23,12 +27,14 @@ import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from lanner.engine import Capability, Engine
 from lanner.errors import InvalidState
 from lanner.job import Job, JobState
-from lanner.worker.child import JobStarted
+
+if TYPE_CHECKING:
+    from lanner.worker.child import JobStarted
 
 logger = logging.getLogger("lanner.pool")
 
@@ -39,12 +45,12 @@ DEATH_ENTRY: Final = "worker-died"
 @dataclass(frozen=True, slots=True)
 class DeadWorker:
     worker: str  # its name: the holder of its locks in the engine
-    queue: str  # the queue of its last batch
-    reported: tuple[str, ...]  # the jobs of its last batch it had not finished
-    running: JobStarted | None  # the job it was running, as it reported it
-    finished: tuple[str, ...]  # the jobs it ran, not known to be completed
+    reported: tuple[str, ...]  # the jobs it popped and had not finished
+    running: tuple[JobStarted, ...]  # the jobs it was running, as it reported them
+    finished: tuple[tuple[str, str], ...]  # (queue, jid) of the jobs it ran, not known to
+    # be completed
     cause: str  # why it died, for logs and failure messages
-    timed_out: bool  # the supervisor killed it: its job ran past its time limit
+    culprit: str | None  # the supervisor killed it for this job (past its time limit)
     shutdown: bool  # killed by a cold shutdown
 
 
@@ -59,10 +65,13 @@ def recovery(dead: DeadWorker, backoff: Callable[[int], float]) -> Callable[[Eng
                         "those of %s come back when their locks run out", engine.name,
                         dead.worker)  # fmt: skip
             return
-        if dead.finished:
-            engine.complete_many(list(dead.finished), dead.worker, dead.queue)
-        if dead.running is not None:
-            _settle_running(engine, dead, dead.running, backoff)
+        for queue, finished in itertools.groupby(sorted(dead.finished), key=lambda f: f[0]):
+            engine.complete_many([jid for _, jid in finished], dead.worker, queue)
+        alone = len(dead.running) == 1
+        for running in dead.running:
+            if dead.culprit is not None and running.jid != dead.culprit:
+                continue  # an innocent neighbour: given back below, uncharged
+            _settle_running(engine, dead, running, backoff, alone or dead.culprit is not None)
         given_back = _give_back_held(engine, dead)
         if given_back:
             logger.info("gave back %d job(s) of %s: %s", len(given_back), dead.worker, given_back)
@@ -71,26 +80,39 @@ def recovery(dead: DeadWorker, backoff: Callable[[int], float]) -> Callable[[Eng
 
 
 def _settle_running(
-    engine: Engine, dead: DeadWorker, running: JobStarted, backoff: Callable[[int], float]
+    engine: Engine,
+    dead: DeadWorker,
+    running: JobStarted,
+    backoff: Callable[[int], float],
+    charged: bool,
 ) -> None:
+    """Settle a job the dead process was running; `charged`: the death may be its own."""
     job = engine.get(running.jid)
     if job is None or job.state != JobState.RUNNING or job.worker != dead.worker:
         return  # settled already, or handed to another worker
+    timed_out = dead.culprit == job.jid
     if dead.shutdown:
         engine.release([job.jid], dead.worker, job.queue)
+    elif not charged:
+        _log_death(engine, job, dead.worker, dead.cause)
+        engine.release([job.jid], dead.worker, job.queue)
     elif running.retry_delay is None:
-        group = "TimeLimitExceeded" if dead.timed_out else "lanner-worker-died"
+        group = "TimeLimitExceeded" if timed_out else "lanner-worker-died"
         engine.fail(job.jid, dead.worker, group, f"job {job.jid}: {dead.cause}")
-    elif dead.timed_out:
+    elif timed_out:
         engine.retry(job.jid, job.queue, dead.worker, running.retry_delay)
     else:
         deaths = _deaths(job)
-        if Capability.LOG in engine.capabilities:
-            engine.log(job.jid, DEATH_ENTRY, {"worker": dead.worker, "cause": dead.cause})
+        _log_death(engine, job, dead.worker, dead.cause)
         if deaths == 0:  # back in its place in the queue, to run again now
             engine.release([job.jid], dead.worker, job.queue, spend_retry=True)
         else:
             engine.retry(job.jid, job.queue, dead.worker, backoff(deaths - 1))
+
+
+def _log_death(engine: Engine, job: Job, worker: str, cause: str) -> None:
+    if Capability.LOG in engine.capabilities:
+        engine.log(job.jid, DEATH_ENTRY, {"worker": worker, "cause": cause})
 
 
 def orphans_of_host(
@@ -111,25 +133,32 @@ def orphans_of_host(
                 continue
             held = engine.worker_jobs(counts.name)
             cause = "its process was gone when a new pool started (its supervisor had died)"
-            for job in engine.multiget([*held.jobs, *held.stalled]):
-                if job.worker != counts.name:
-                    continue  # settled meanwhile
+            jobs = [job for job in engine.multiget([*held.jobs, *held.stalled])
+                    if job.worker == counts.name]  # fmt: skip
+            for job in jobs:
                 try:
-                    _settle_orphan(engine, job, cause, backoff)
+                    _settle_orphan(engine, job, cause, backoff, alone=len(jobs) == 1)
                 except InvalidState as error:  # its own supervisor, alive after all, did it
                     logger.info("job %s: %s", job.jid, error)
 
     return settle_orphans
 
 
-def _settle_orphan(engine: Engine, job: Job, cause: str, backoff: Callable[[int], float]) -> None:
+def _settle_orphan(
+    engine: Engine, job: Job, cause: str, backoff: Callable[[int], float], *, alone: bool
+) -> None:
+    """Settle a job of a worker that died unseen; as a death's running job if it held it
+    `alone`, else given back uncharged, to run alone (point 3 above)."""
     logger.warning("job %s: worker %s %s; settling it", job.jid, job.worker, cause)
+    if not alone:
+        _log_death(engine, job, job.worker, cause)
+        engine.release([job.jid], job.worker, job.queue)
+        return
     if job.remaining <= 0:
         engine.fail(job.jid, job.worker, "lanner-worker-died", f"job {job.jid}: worker {cause}")
         return
     deaths = _deaths(job)
-    if Capability.LOG in engine.capabilities:
-        engine.log(job.jid, DEATH_ENTRY, {"worker": job.worker, "cause": cause})
+    _log_death(engine, job, job.worker, cause)
     if deaths == 0:
         engine.release([job.jid], job.worker, job.queue, spend_retry=True)
     else:

@@ -1,0 +1,211 @@
+"""A worker process that runs many jobs at once (`ConcurrentLoop`), on real stores.
+
+The loop runs in a thread of the test process, so its tasks and the test share this
+module's state: concurrency is shown by barriers that only jobs running at the same time
+can pass (no timing), and each job's own time limit, cancel and current job are checked
+per job while its neighbours run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+import lanner
+from lanner import Engine, JobState
+from lanner.app import App
+from lanner.queues import QueueConfig
+from lanner.selectors import resolve_selector
+from lanner.worker.concurrent import ConcurrentLoop, runs_alone
+from lanner.worker.recovery import DEATH_ENTRY
+
+QUEUE = "cc"
+DEADLINE = 30.0
+"""How long any wait of these tests may take on a busy machine (they end far sooner)."""
+
+app = App("sqlite:///never-used.db")
+SEEN: dict[str, Any] = {}
+"""What the tasks saw, by jid (their current job's jid, the peak of jobs at once)."""
+GATE: dict[str, Any] = {}
+"""The barriers of the running test, made fresh by the `world` fixture."""
+
+
+@app.task(queue=QUEUE, result=True)
+async def meet(index: int) -> int:
+    """Returns only once `GATE["async"]` jobs are in flight together."""
+    job = lanner.current_job()
+    assert job is not None
+    SEEN[job.jid] = index
+    if _arrive():
+        await asyncio.wait_for(GATE["met"].wait(), DEADLINE)
+    await asyncio.sleep(0)
+    assert lanner.current_job() is job  # each job keeps its own, across awaits
+    return index * 2
+
+
+def _arrive() -> bool:
+    GATE["arrived"] += 1
+    if GATE["arrived"] >= GATE["async"]:
+        GATE["met"].set()
+        return False
+    return True
+
+
+@app.task(queue=QUEUE)
+def meet_in_thread(index: int) -> None:
+    """Returns only once `threads` sync jobs run together in threads."""
+    job = lanner.current_job()
+    assert job is not None
+    SEEN[job.jid] = index
+    GATE["barrier"].wait(DEADLINE)
+
+
+@app.task(queue=QUEUE, time_limit=0.5, max_retries=0)
+async def hang() -> None:
+    await asyncio.sleep(DEADLINE * 2)
+
+
+@app.task(queue=QUEUE, time_limit=0.5, max_retries=0)
+def spin() -> None:
+    end = time.monotonic() + DEADLINE * 2
+    while time.monotonic() < end:  # Python code: the time limit reaches it in its thread
+        pass
+
+
+@app.task(queue=QUEUE, max_retries=0)
+async def wait_to_be_cancelled() -> None:
+    GATE["running"].set()
+    await asyncio.sleep(DEADLINE * 2)
+
+
+@app.task(queue=QUEUE)
+async def quick(index: int) -> int:
+    await asyncio.sleep(0.01)
+    return index
+
+
+@app.task(queue=QUEUE)
+async def count_neighbours() -> None:
+    job = lanner.current_job()
+    assert job is not None
+    SEEN[job.jid] = GATE["loop"].held_now()
+
+
+class World:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.loop: ConcurrentLoop | None = None
+        self.thread: threading.Thread | None = None
+
+    def start(self, tasks_per_process: int, threads: int = 1) -> ConcurrentLoop:
+        queues = [QueueConfig(QUEUE, visibility_timeout_sec=10, long_poll_time_sec=0.2)]
+        self.loop = ConcurrentLoop(
+            app, queues, resolve_selector("reduced-lottery"),
+            tasks_per_process=tasks_per_process, threads=threads,
+        )  # fmt: skip
+        GATE["loop"] = self
+        self.thread = threading.Thread(target=self.loop.run, daemon=True)
+        self.thread.start()
+        return self.loop
+
+    def held_now(self) -> int:
+        assert self.loop is not None
+        return len(self.loop._held)
+
+    def wait_until(self, check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + DEADLINE
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.02)
+
+    def settled(self, jids: Sequence[str]) -> bool:
+        return all(
+            job.state in (JobState.COMPLETE, JobState.FAILED)
+            for job in self.engine.multiget(jids)
+        )
+
+    def stop(self) -> None:
+        if self.loop is not None and self.thread is not None:
+            self.loop.stop()
+            self.thread.join(DEADLINE)
+            assert not self.thread.is_alive(), "the loop did not stop"
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def world(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[World]:
+    if request.param == "sqlite":
+        app.use_broker(f"sqlite:///{tmp_path}/cc.db")
+    else:
+        import redis
+
+        url: str = request.getfixturevalue("redis_url")
+        with redis.Redis.from_url(url) as client:
+            client.flushdb()
+        app.use_broker(url)
+    engine = app.engine
+    SEEN.clear()
+    GATE.clear()
+    GATE.update(arrived=0, met=asyncio.Event(), running=threading.Event())
+    world = World(engine)
+    yield world
+    world.stop()
+    app.use_broker("sqlite:///never-used.db")
+
+
+def test_async_jobs_run_together_each_with_its_own_job_and_result(world: World) -> None:
+    GATE["async"] = 30
+    handles = [meet.delay(i) for i in range(30)]
+    loop = world.start(tasks_per_process=50)
+    world.wait_until(lambda: world.settled(handles), "30 jobs to settle")
+    assert [handle.result(timeout=DEADLINE) for handle in handles] == [2 * i for i in range(30)]
+    assert {jid: SEEN[jid] for jid in handles} == {jid: i for i, jid in enumerate(handles)}
+    assert loop.processed == 30
+
+
+def test_sync_jobs_share_threads_when_asked(world: World) -> None:
+    GATE["barrier"] = threading.Barrier(4)
+    handles = [meet_in_thread.delay(i) for i in range(8)]
+    world.start(tasks_per_process=8, threads=4)
+    world.wait_until(lambda: world.settled(handles), "8 jobs to settle")
+    states = {job.state for job in world.engine.multiget(handles)}
+    assert states == {JobState.COMPLETE}
+
+
+def test_a_job_over_its_time_limit_is_stopped_alone(world: World) -> None:
+    GATE["async"] = 10
+    stuck = [hang.delay(), spin.delay()]
+    fine = [meet.delay(i) for i in range(10)]
+    world.start(tasks_per_process=20, threads=2)
+    world.wait_until(lambda: world.settled(stuck + fine), "the jobs to settle")
+    jobs = {job.jid: job for job in world.engine.multiget(stuck + fine)}
+    assert [jobs[jid].state for jid in stuck] == [JobState.FAILED] * 2
+    assert {getattr(jobs[jid].failure, "group", None) for jid in stuck} == {"TimeLimitExceeded"}
+    assert {jobs[jid].state for jid in fine} == {JobState.COMPLETE}
+
+
+def test_a_cancelled_job_is_stopped_while_its_neighbours_finish(world: World) -> None:
+    victim = wait_to_be_cancelled.delay()
+    world.start(tasks_per_process=10)
+    world.wait_until(GATE["running"].is_set, "the victim to start")
+    others = [quick.delay(i) for i in range(5)]
+    assert victim.cancel()
+    world.wait_until(lambda: world.settled(others), "the neighbours to finish")
+    world.wait_until(lambda: world.held_now() == 0, "the victim's task to stop")
+    assert world.engine.get(victim) is None
+
+
+def test_a_job_that_was_in_flight_at_a_death_runs_alone(world: World) -> None:
+    suspect = count_neighbours.delay()
+    world.engine.log(suspect, DEATH_ENTRY, {"worker": "w-1", "cause": "test"})
+    job = world.engine.get(suspect)
+    assert job is not None and runs_alone(job)
+    GATE["async"] = 5
+    others = [meet.delay(i) for i in range(5)]
+    world.start(tasks_per_process=10)
+    world.wait_until(lambda: world.settled([suspect, *others]), "the jobs to settle")
+    assert SEEN[suspect] == 1  # nothing else was held while it ran
