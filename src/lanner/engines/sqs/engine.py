@@ -240,7 +240,8 @@ class SQSEngine(Engine):
             except SQSRefused as error:
                 if error.code not in _LOST_CODES:
                     raise
-                outcome = Outcome(failed=dict.fromkeys(by_key, error.code))  # the queue is gone
+                # The whole call refused as one entry would be (the queue is gone): all lost.
+                outcome = Outcome(failed=dict.fromkeys(by_key, error.code))
             for key in outcome.done:
                 renewed[by_key[key].body.jid] = by_key[key].renewed(command.now)
             for key in outcome.failed:  # a stale handle, or SQS failed it twice: lost

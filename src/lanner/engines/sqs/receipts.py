@@ -3,10 +3,10 @@
 SQS settles a received message (delete it, change its visibility) only by the receipt
 handle its receive gave, and tells nobody else which messages are out. So the engine keeps,
 per process, each popped job's receipt: its queue, its handle, its body, who popped it and
-until when. heartbeat(s), complete, release, retry and fail of that job work from this process
-only; from any other (a pool's supervisor acting for a dead child) the job is not held
-(`LockLost`), and its message comes back by itself when its lock (visibility timeout)
-runs out. A forked copy of the process starts holding nothing.
+until when. heartbeat, heartbeat_many, complete, release, retry and fail of that job work
+from this process only; from any other (a pool's supervisor acting for a dead child) the
+job is not held (`LockLost`), and its message comes back by itself when its lock
+(visibility timeout) runs out. A forked copy of the process starts holding nothing.
 """
 
 from __future__ import annotations
