@@ -81,9 +81,10 @@ def lease_queue(key: str) -> str | None:
 class Capability(StrEnum):
     """What an engine can do beyond the core commands every engine has.
 
-    Core (no capability needed): put, put_many, pop, heartbeat, complete, complete_many,
-    release, fail, retry, queues, queue_counts, length, config_*, close. What a message
-    broker such as SQS cannot do (find a job by its id, list what it holds) is a capability.
+    Core (no capability needed): put, put_many, pop, heartbeat, heartbeat_many, complete,
+    complete_many, release, fail, retry, queues, queue_counts, length, config_*, close. What
+    a message broker such as SQS cannot do (find a job by its id, list what it holds) is a
+    capability.
     """
 
     PRIORITY = "priority"  # per-job priority ordering and the `priority` command
@@ -270,6 +271,19 @@ class Engine(EngineHooks):
     ) -> float:
         """Extend `worker`'s lock on a running job (and replace its data); return the new expiry."""
         return self._heartbeat(checks.heartbeat(jid, worker, data, now, self.max_data_bytes))
+
+    def heartbeat_many(
+        self, jids: Sequence[str], worker: str, *, now: float | None = None
+    ) -> dict[str, float]:
+        """Extend `worker`'s locks on many running jobs in one round trip (a process's jobs
+        in flight, at most `checks.MAX_HEARTBEAT_JIDS`); return jid -> new expiry for each
+        lock extended, in the order asked.
+
+        A jid left out is a job `worker` no longer holds (cancelled, finished, timed out,
+        handed to another worker, or unknown): lost to it, never an error of the call.
+        """
+        command = checks.heartbeats(jids, worker, now)
+        return self._heartbeat_many(command) if command.jids else {}
 
     # -- finishing work -------------------------------------------------------------------
     def complete(

@@ -72,6 +72,10 @@ class EngineHooks(abc.ABC):
     def _heartbeat(self, command: checks.Heartbeat) -> float: ...
 
     @abc.abstractmethod
+    def _heartbeat_many(self, command: checks.Heartbeats) -> dict[str, float]:
+        """jid -> new expiry of the locks extended, in one round trip; the others are lost."""
+
+    @abc.abstractmethod
     def _complete(self, command: checks.Complete) -> str: ...
 
     @abc.abstractmethod

@@ -240,6 +240,7 @@ def test_core_commands_never_raise_unsupported(engine: Engine) -> None:
     world(engine)
     engine.put_many([NewJob("q2", "new", "Task")], now=NOW)
     engine.heartbeat("run1", "w1", now=NOW)
+    assert list(engine.heartbeat_many(["run1"], "w1", now=NOW)) == ["run1"]
     assert engine.complete_many(["run1"], "w1", "q", now=NOW) == ["run1"]
     [job] = engine.pop("q2", "w1", now=NOW)
     engine.release([job.jid], "w1", "q2", now=NOW)

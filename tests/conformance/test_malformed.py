@@ -139,6 +139,8 @@ LABEL_COMMANDS: dict[str, tuple[Callable[[Any, Any], object], Capability | None]
     "pop-worker": (lambda e, v: e.pop("q", v, now=NOW), None),
     "heartbeat-jid": (lambda e, v: e.heartbeat(v, "w1", now=NOW), None),
     "heartbeat-worker": (lambda e, v: e.heartbeat("run1", v, now=NOW), None),
+    "heartbeat_many-jid": (lambda e, v: e.heartbeat_many(["run1", v], "w1", now=NOW), None),
+    "heartbeat_many-worker": (lambda e, v: e.heartbeat_many(["run1"], v, now=NOW), None),
     "complete-jid": (lambda e, v: e.complete(v, "w1", "q", now=NOW), None),
     "complete-worker": (lambda e, v: e.complete("run1", v, "q", now=NOW), None),
     "complete_many-jid": (lambda e, v: e.complete_many(["run1", v], "w1", "q", now=NOW), None),

@@ -63,6 +63,7 @@ def test_an_empty_batch_is_answered_without_the_store(tmp_path: Path) -> None:
         assert engine.cancel([]) == []
         assert engine.complete_many([], "w", "q") == []
         assert engine.release([], "w", "q") == []
+        assert engine.heartbeat_many([], "w") == {}
         assert engine.multiget([]) == []
         assert engine.jobs("waiting", "q", count=0) == []
         assert engine.called == []

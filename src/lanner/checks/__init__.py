@@ -146,6 +146,27 @@ def heartbeat(
     )
 
 
+MAX_HEARTBEAT_JIDS: Final = 10_000
+"""The most jids one `heartbeat_many` takes: a process's jobs in flight, not a store's."""
+
+
+class Heartbeats(NamedTuple):
+    """heartbeat_many: the jids of the jobs whose locks `worker` extends."""
+
+    jids: list[str]
+    worker: str
+    now: float
+
+
+def heartbeats(jids: object, worker: object, when: float | None) -> Heartbeats:
+    given = sequence(jids, "jids")
+    if len(given) > MAX_HEARTBEAT_JIDS:
+        raise MalformedArgument(
+            f"heartbeat_many() takes at most {MAX_HEARTBEAT_JIDS} jids, not {len(given)}"
+        )
+    return Heartbeats(unique_labels(given, "jids"), label(worker, "worker"), now(when))
+
+
 # -- finishing work -----------------------------------------------------------------------
 class Complete(NamedTuple):
     jid: str

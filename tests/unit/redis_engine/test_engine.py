@@ -161,6 +161,37 @@ def test_a_released_job_goes_back_between_jobs_put_at_the_same_time(engine: Redi
     assert [job.jid for job in engine.peek("q", 4, now=T0)] == ["a", "b", "c", "d"]
 
 
+def test_heartbeat_many_is_one_call_leaving_the_keys_as_heartbeats_would(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.config_set("r-heartbeat", 30, now=T0)
+    engine.put_many([NewJob("q", "a", "Task"), NewJob("q", "b", "Task")], now=T0)
+    engine.put("r", "c", "Task", now=T0)
+    engine.pop("q", "w", 2, now=T0)
+    engine.pop("r", "w", now=T0)
+    assert engine.pop("q", "other", now=T0 + 60) == []  # grants a's and b's grace periods
+    with raw(redis_url) as client:
+        assert client.hget("ql:j:a", "grace") is not None
+
+        def calls() -> int:
+            return int(client.info("commandstats").get("cmdstat_fcall", {}).get("calls", 0))
+
+        before = calls()
+        assert engine.heartbeat_many(["a", "b", "c"], "w", now=T0 + 65) == {
+            "a": T0 + 125, "b": T0 + 125, "c": T0 + 95,
+        }  # fmt: skip
+        assert calls() - before == 1
+        assert client.zrange("ql:q:q-locks", 0, -1, withscores=True) == [
+            ("a", T0 + 125), ("b", T0 + 125),
+        ]  # fmt: skip
+        assert client.zrange("ql:q:r-locks", 0, -1, withscores=True) == [("c", T0 + 95)]
+        assert client.zrange("ql:w:w:jobs", 0, -1, withscores=True) == [
+            ("c", T0 + 95), ("a", T0 + 125), ("b", T0 + 125),
+        ]  # fmt: skip
+        assert [client.hget(f"ql:j:{jid}", "grace") for jid in "abc"] == [None] * 3
+        assert client.zscore("ql:workers", "w") == T0 + 65
+
+
 # -- blocking pop ---------------------------------------------------------------------------
 
 

@@ -107,6 +107,53 @@ def test_heartbeats_keep_the_job_from_other_workers(
     assert other.queue_counts("q").running == 0
 
 
+def test_heartbeat_many_keeps_every_job_from_other_workers(
+    engine: SQSEngine, connect: Callable[[], SQSEngine]
+) -> None:
+    engine.config_set("q-heartbeat", 2)
+    engine.put_many([NewJob("q", "j1", "Task"), NewJob("q", "j2", "Task")])
+    assert len(engine.pop("q", "w1", 2)) == 2
+    other = connect()
+    until = time.monotonic() + 4  # twice the lock
+    while time.monotonic() < until:
+        extended = engine.heartbeat_many(["j1", "j2"], "w1")
+        assert sorted(extended) == ["j1", "j2"]
+        assert extended["j1"] == pytest.approx(time.time() + 2, abs=1.5)
+        assert other.pop("q", "w2", 2) == []
+        time.sleep(0.5)
+    assert sorted(engine.complete_many(["j1", "j2"], "w1", "q")) == ["j1", "j2"]
+
+
+def test_heartbeat_many_reports_a_message_gone_lost_and_extends_the_others(
+    engine: SQSEngine, connect: Callable[[], SQSEngine]
+) -> None:
+    engine.config_set("short-heartbeat", 1)
+    engine.put("short", "late", "Task")
+    engine.put("q", "kept", "Task")
+    engine.pop("short", "w1")
+    engine.pop("q", "w1")
+    other = connect()
+    eventually(lambda: other.pop("short", "w2"), 10, "the lock to run out")
+    assert other.complete("late", "w2", "short") == "complete"  # SQS: the handle is stale
+
+    assert list(engine.heartbeat_many(["late", "kept"], "w1")) == ["kept"]
+    with pytest.raises(LockLost, match="not held by this process"):  # its receipt is dropped
+        engine.complete("late", "w1", "short")
+    assert engine.complete("kept", "w1", "q") == "complete"
+
+
+def test_heartbeat_many_takes_one_batch_request_per_ten_jobs_of_a_queue(
+    engine: SQSEngine,
+) -> None:
+    engine.put_many([NewJob("q", f"j{i}", "Task") for i in range(13)] + [NewJob("r", "r1", "Task")])
+    jids = [job.jid for job in engine.pop("q", "w1", 13) + engine.pop("r", "w1")]
+    before = engine.requests.get("ChangeMessageVisibilityBatch", 0)
+
+    assert sorted(engine.heartbeat_many(jids, "w1")) == sorted(jids)
+    assert engine.requests["ChangeMessageVisibilityBatch"] - before == 3  # q: 10 + 3, r: 1
+    assert engine.requests.get("ChangeMessageVisibility", 0) == 0
+
+
 def test_only_the_popping_process_settles_a_job(
     engine: SQSEngine, connect: Callable[[], SQSEngine]
 ) -> None:

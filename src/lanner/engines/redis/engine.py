@@ -20,7 +20,7 @@ else a script). `now` is this process's clock (or the caller's `now`), sent as
 `repr(float)`. Replies and error replies become lanner's values and errors in
 `replies.py`. Where the difference from qless is behaviour (a read-only `peek`, `cancel`
 replying with what it cancelled, `release` with a delay, a heartbeat's fractional expiry,
-batch put and complete, blocking pop with hand-off, a queue's usage) the face calls the
+batch put, heartbeat and complete, blocking pop with hand-off, a queue's usage) the face calls the
 core's `lanner.*` extensions; put's `expires_at` is an option of qless's `put`, as
 `if_exists` is, and bounded and fanout queues are part of qless's `put`, `pop` and
 `peek`, so that qless clients keep to them too. Only `config_get` and `config_all` read
@@ -171,6 +171,14 @@ class RedisEngine(Engine):
     def _heartbeat(self, command: checks.Heartbeat) -> float:
         args = arguments.optional(command.jid, command.worker, command.data)
         return float(self._call("lanner.heartbeat", command.now, *args, name="heartbeat"))
+
+    def _heartbeat_many(self, command: checks.Heartbeats) -> dict[str, float]:
+        reply = self._call(
+            "lanner.heartbeat_many", command.now, command.worker, *command.jids,
+            name="heartbeat_many",
+        )  # fmt: skip
+        pairs = replies.as_list(reply)  # jid, expiry, jid, expiry, ...
+        return {str(jid): float(at) for jid, at in zip(pairs[::2], pairs[1::2], strict=True)}
 
     # -- finishing work -------------------------------------------------------------------
     def _complete(self, command: checks.Complete) -> str:

@@ -171,6 +171,10 @@ class SQLiteEngine(Engine):
         with self.database.write() as conn:
             return jobs.heartbeat(conn, command)
 
+    def _heartbeat_many(self, command: checks.Heartbeats) -> dict[str, float]:
+        with self.database.write() as conn:
+            return jobs.extend(conn, command.jids, command.worker, command.now)
+
     # -- finishing work -------------------------------------------------------------------
     def _complete(self, command: checks.Complete) -> str:
         with self.database.write() as conn:

@@ -39,13 +39,38 @@ def holder_queue(
 
 
 def heartbeat(conn: sqlite3.Connection, command: checks.Heartbeat) -> float:
-    queue = holder_queue(conn, "heartbeat", command.jid, command.worker)
-    expires = command.now + settings.heartbeat(settings.read_all(conn), queue)
-    conn.execute(
-        "UPDATE jobs SET expires = ?, grace = 0, data = coalesce(?, data) WHERE jid = ?",
-        (expires, command.data, command.jid),
-    )
-    return expires
+    extended = extend(conn, [command.jid], command.worker, command.now, command.data)
+    if command.jid not in extended:
+        holder_queue(conn, "heartbeat", command.jid, command.worker)  # raises: why not held
+    return extended[command.jid]
+
+
+_HELD_BY = "jid IN (SELECT value FROM json_each(:jids)) AND state = 'running' AND worker = :worker"
+"""The jobs among `:jids` whose lock `:worker` holds (one that ran out but was not handed
+over still counts)."""
+
+
+def extend(
+    conn: sqlite3.Connection, jids: list[str], worker: str, now: float, data: str | None = None
+) -> dict[str, float]:
+    """Extend `worker`'s locks on the running jobs among `jids` to their queue's heartbeat
+    from `now` (and replace their data, if given); return jid -> new expiry of those, in
+    the order of `jids`. The others are not `worker`'s: they are left as they are."""
+    held = {"jids": json_list(jids), "worker": worker}
+    config = settings.read_all(conn)
+    extended: dict[str, float] = {}
+    # One statement per queue (a process's jobs are of a few): its lock is one duration.
+    queues = conn.execute(f"SELECT DISTINCT queue FROM jobs WHERE {_HELD_BY}", held).fetchall()
+    for (queue,) in queues:
+        expires = now + settings.heartbeat(config, queue)
+        # A renewed lock starts afresh: its next expiry gets its own grace period.
+        for (jid,) in conn.execute(
+            "UPDATE jobs SET expires = :expires, grace = 0, data = coalesce(:data, data) "
+            f"WHERE {_HELD_BY} AND queue = :queue RETURNING jid",
+            {**held, "expires": expires, "data": data, "queue": queue},
+        ).fetchall():
+            extended[jid] = expires
+    return {jid: extended[jid] for jid in jids if jid in extended}
 
 
 def complete(conn: sqlite3.Connection, command: checks.Complete) -> str:

@@ -36,6 +36,7 @@ class Settling(NamedTuple):
 
     key: str
     receipt: str
+    visibility: int = 0  # change_visibility: seconds the message stays invisible from now
 
 
 @dataclass
@@ -60,14 +61,29 @@ def send(client: SQSClient, url: str, messages: Sequence[Outgoing], budget: int)
 
 def delete(client: SQSClient, url: str, messages: Sequence[Settling]) -> Outcome:
     """Delete received messages (a job completed, or moved on)."""
+    return _settle(client, "delete_message_batch", url, messages, visibility=False)
+
+
+def change_visibility(client: SQSClient, url: str, messages: Sequence[Settling]) -> Outcome:
+    """Make received messages invisible for their `visibility` seconds from now (extend
+    their locks)."""
+    return _settle(client, "change_message_visibility_batch", url, messages, visibility=True)
+
+
+def _settle(
+    client: SQSClient, operation: str, url: str, messages: Sequence[Settling], visibility: bool
+) -> Outcome:
     outcome = Outcome()
     for start in range(0, len(messages), BATCH_LIMIT):
         chunk = messages[start : start + BATCH_LIMIT]
-        entries = [
+        entries: list[dict[str, Any]] = [
             {"Id": str(index), "ReceiptHandle": message.receipt}
             for index, message in enumerate(chunk)
         ]
-        _call(client, "delete_message_batch", url, entries, [m.key for m in chunk], outcome)
+        if visibility:
+            for entry, message in zip(entries, chunk, strict=True):
+                entry["VisibilityTimeout"] = message.visibility
+        _call(client, operation, url, entries, [m.key for m in chunk], outcome)
     return outcome
 
 

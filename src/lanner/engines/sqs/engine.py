@@ -19,13 +19,14 @@ Data layout.
 
 Commands. put/put_many: SendMessageBatch (10 a call). pop: ReceiveMessage, long-polling
 whole seconds (at most 20 a call) under the queue's VisibilityTimeout. heartbeat:
-ChangeMessageVisibility. complete/complete_many: DeleteMessage(Batch). release, retry and
-a delay: the message is sent again (its counters in its body, a delay as DelaySeconds, or
-`due` past 900 s) and the received one deleted. fail: a dead letter, then the delete.
-What SQS cannot do (find a message by jid, list or peek a queue, cancel, priorities within
-a queue, a store of settings) is left out of `capabilities` and raises `Unsupported`.
-Receipt handles live in the popping process (receipts.py); counts are reused briefly
-(counts.py); every request is counted (`requests`). Delivery is at-least-once, as
+ChangeMessageVisibility; heartbeat_many: ChangeMessageVisibilityBatch (10 a call, per
+queue; an entry SQS fails is a lock lost). complete/complete_many: DeleteMessage(Batch).
+release, retry and a delay: the message is sent again (its counters in its body, a delay as
+DelaySeconds, or `due` past 900 s) and the received one deleted. fail: a dead letter, then
+the delete. What SQS cannot do (find a message by jid, list or peek a queue, cancel,
+priorities within a queue, a store of settings) is left out of `capabilities` and raises
+`Unsupported`. Receipt handles live in the popping process (receipts.py); counts are reused
+briefly (counts.py); every request is counted (`requests`). Delivery is at-least-once, as
 everywhere: SQS standard queues may also deliver a message twice on their own.
 """
 
@@ -39,8 +40,10 @@ from lanner.engine import CONFIG_DEFAULTS, Capability, Engine, lease_queue
 from lanner.engines.sqs import receive
 from lanner.engines.sqs.batches import (
     MAX_DELAY,
+    Outcome,
     Outgoing,
     Settling,
+    change_visibility,
     delete,
     raise_unsent,
     send,
@@ -221,8 +224,29 @@ class SQSEngine(Engine):
         self._on_message(
             held, "heartbeat", "change_message_visibility", VisibilityTimeout=held.lease
         )
-        held.expires = command.now + held.lease
-        return held.expires
+        return held.renewed(command.now)
+
+    def _heartbeat_many(self, command: checks.Heartbeats) -> dict[str, float]:
+        held = self.receipts.held_of(command.jids, command.worker)
+        by_url: dict[str, list[Receipt]] = {}
+        for receipt in held:
+            by_url.setdefault(receipt.url, []).append(receipt)
+        renewed: dict[str, float] = {}
+        for url, receipts in by_url.items():
+            by_key = {str(index): receipt for index, receipt in enumerate(receipts)}
+            settling = [Settling(key, r.handle, r.lease) for key, r in by_key.items()]
+            try:
+                outcome = change_visibility(self.client, url, settling)
+            except SQSRefused as error:
+                if error.code not in _LOST_CODES:
+                    raise
+                # The whole call refused as one entry would be (the queue is gone): all lost.
+                outcome = Outcome(failed=dict.fromkeys(by_key, error.code))
+            for key in outcome.done:
+                renewed[by_key[key].body.jid] = by_key[key].renewed(command.now)
+            for key in outcome.failed:  # a stale handle, or SQS failed it twice: lost
+                self.receipts.drop(by_key[key].body.jid, by_key[key])
+        return {jid: renewed[jid] for jid in command.jids if jid in renewed}
 
     def _on_message(self, held: Receipt, command: str, operation: str, **arguments: object) -> None:
         """One request on a held message; a stale handle (the lock was lost) is `LockLost`."""

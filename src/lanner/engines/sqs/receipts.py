@@ -3,10 +3,10 @@
 SQS settles a received message (delete it, change its visibility) only by the receipt
 handle its receive gave, and tells nobody else which messages are out. So the engine keeps,
 per process, each popped job's receipt: its queue, its handle, its body, who popped it and
-until when. heartbeat, complete, release, retry and fail of that job work from this process
-only; from any other (a pool's supervisor acting for a dead child) the job is not held
-(`LockLost`), and its message comes back by itself when its lock (visibility timeout)
-runs out. A forked copy of the process starts holding nothing.
+until when. heartbeat, heartbeat_many, complete, release, retry and fail of that job work
+from this process only; from any other (a pool's supervisor acting for a dead child) the
+job is not held (`LockLost`), and its message comes back by itself when its lock
+(visibility timeout) runs out. A forked copy of the process starts holding nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ class Receipt:
     worker: str
     expires: float
     lease: int
+
+    def renewed(self, now: float) -> float:
+        """Its lock was extended at `now` by one lease (SQS's clock runs it); the new expiry."""
+        self.expires = now + self.lease
+        return self.expires
 
 
 class Receipts:
@@ -58,11 +63,16 @@ class Receipts:
             raise LockLost(f"{command}(): job {jid!r} is running in {receipt.queue}, not {queue}")
         return receipt
 
-    def held_of(self, jids: list[str], worker: str, queue: str) -> list[Receipt]:
-        """The receipts `worker` holds here in `queue` among `jids` (the others are skipped)."""
+    def held_of(self, jids: list[str], worker: str, queue: str | None = None) -> list[Receipt]:
+        """The receipts `worker` holds here among `jids` (in `queue`, if given; the others
+        are skipped)."""
         held = self._current()
         found = [held.get(jid) for jid in jids]
-        return [r for r in found if r is not None and r.worker == worker and r.queue == queue]
+        return [
+            r
+            for r in found
+            if r is not None and r.worker == worker and (queue is None or r.queue == queue)
+        ]
 
     def drop(self, jid: str, receipt: Receipt) -> None:
         """Forget a settled job (unless a newer delivery of it is held meanwhile)."""

@@ -571,6 +571,13 @@ Api['lanner.heartbeat'] = function(now, args)
   return Num.str(Job.heartbeat(now, jid, worker, data))
 end
 
+-- lanner.heartbeat_many worker jid...: {jid, expiry as text, ...} of the
+-- locks renewed
+Api['lanner.heartbeat_many'] = function(now, args)
+  local worker = Args.string(args[1], 'worker')
+  return Lanner.heartbeat_many(now, worker, Args.rest(args, 2, 'jid'))
+end
+
 -------------------------------------------------------------------------------
 -- Entry point
 -------------------------------------------------------------------------------

@@ -372,16 +372,40 @@ end
 function Job.heartbeat(now, jid, worker, data)
   local job = Job.require(jid)
   Job.require_lock(job, worker, nil)
+  local expires = Job.renew(now, job, worker, data)
+  Worker.seen(now, worker)
+  return expires
+end
+
+-- Renew the lock `worker` holds on `job` (as loaded: its queue and grace) to
+-- now + its queue's heartbeat, replacing its data if given; return the new
+-- expiry. `renewed` (lanner.heartbeat_many) collects the expiry and jid by
+-- queue instead of updating the queue's -locks and the worker's jobs; the
+-- caller does that for all at once.
+function Job.renew(now, job, worker, data, renewed)
+  local key, jid = Keys.job(job.jid), job.jid
   local expires = now + Config.heartbeat(job.queue)
   if data ~= nil then
-    redis.call('hset', Keys.job(jid), 'data', data)
+    redis.call('hset', key, 'data', data)
   end
   -- A renewed lock starts afresh: the next expiry gets its own grace period.
-  redis.call('hset', Keys.job(jid), 'expires', expires)
-  redis.call('hdel', Keys.job(jid), 'grace')
-  redis.call('zadd', Keys.queue(job.queue, 'locks'), expires, jid)
-  Worker.hold(worker, jid, expires)
-  Worker.seen(now, worker)
+  redis.call('hset', key, 'expires', expires)
+  if job.grace ~= nil then
+    redis.call('hdel', key, 'grace')
+  end
+  if renewed then
+    local locks = renewed[job.queue]
+    if locks == nil then
+      locks = {}
+      renewed[job.queue] = locks
+      renewed[#renewed + 1] = job.queue
+    end
+    locks[#locks + 1] = expires
+    locks[#locks + 1] = jid
+  else
+    redis.call('zadd', Keys.queue(job.queue, 'locks'), expires, jid)
+    Worker.hold(worker, jid, expires)
+  end
   return expires
 end
 

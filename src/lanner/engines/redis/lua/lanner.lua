@@ -286,6 +286,39 @@ function Lanner.complete_many(now, worker, queue, jids, results)
   return done
 end
 
+-- lanner.heartbeat_many: renew every lock `worker` holds among `jids`, in
+-- whatever queue (one that ran out but was not yet handed over counts), as
+-- heartbeat would. Returns {jid, expiry as text, ...} for those renewed; the
+-- others (lock lost, finished, cancelled, unknown) are skipped, not errors.
+-- What Job.renew looks at (state first, as Job.load wants).
+local HEARTBEAT_FIELDS = { 'state', 'queue', 'worker', 'grace' }
+
+function Lanner.heartbeat_many(now, worker, jids)
+  local reply, renewed = {}, {}
+  for _, jid in ipairs(jids) do
+    local job = Job.load(jid, HEARTBEAT_FIELDS)
+    if job ~= nil and job.state == 'running' and job.worker == worker then
+      reply[#reply + 1] = jid
+      reply[#reply + 1] = Num.str(Job.renew(now, job, worker, nil, renewed))
+    end
+  end
+  if #reply == 0 then
+    return reply
+  end
+  -- The locks renewed, in one command per key rather than two per job.
+  local held = {}
+  for _, queue in ipairs(renewed) do
+    local locks = renewed[queue]
+    call_spread('zadd', Keys.queue(queue, 'locks'), locks, 1000)
+    for index = 1, #locks do
+      held[#held + 1] = locks[index]
+    end
+  end
+  call_spread('zadd', Keys.worker_jobs(worker), held, 1000)
+  Worker.seen(now, worker)
+  return reply
+end
+
 -- lanner.release / lanner.release_in: give back jobs `worker` popped from
 -- `queue` but will not run (it is shutting down, or cannot finish before the
 -- lock runs out), without spending a retry, with a `released` {worker}

@@ -292,6 +292,9 @@
 --       that existed and were not complete); otherwise qless's cancel
 --   lanner.heartbeat jid worker [data]       the new lock expiry as text, exact
 --       (qless's heartbeat replies with an integer); otherwise heartbeat
+--   lanner.heartbeat_many worker jid...      [jid, expiry as text, ...]: heartbeat
+--       of each job the worker holds (running for it, in any queue); the others
+--       (lock lost, finished, cancelled, unknown) are skipped
 --   `jobs waiting queue [offset] [count]`    ready jids in pop order (qless's
 --       jobs has no waiting state)
 --   Blocking pop: lanner.pop_wait, then BLPOP ql:lanner:handoff:<queue>:<worker>
