@@ -248,13 +248,12 @@ class ConcurrentLoop(WorkerLoop):
     # -- one job --------------------------------------------------------------------------
     async def _run_job(self, flight: InFlight) -> None:
         job = flight.job
-        token = context.running_job(job)
+        context.running_job(job)  # in this asyncio task's own context: never reset
         try:
             await self._run_admitted(flight)
         except LannerError as error:  # the store failed settling it: it comes back by its lock
             logger.warning("job %s not settled: %s", job.jid, error)
         finally:
-            context.reset(token)
             self._ended(flight)
 
     async def _run_admitted(self, flight: InFlight) -> None:

@@ -89,6 +89,11 @@ async def quick(index: int) -> int:
     return index
 
 
+@app.task(queue=QUEUE, time_limit=5)
+async def outlive_the_lock(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
 @app.task(queue=QUEUE)
 async def count_neighbours() -> None:
     job = lanner.current_job()
@@ -102,8 +107,8 @@ class World:
         self.loop: ConcurrentLoop | None = None
         self.thread: threading.Thread | None = None
 
-    def start(self, tasks_per_process: int, threads: int = 1) -> ConcurrentLoop:
-        queues = [QueueConfig(QUEUE, visibility_timeout_sec=10, long_poll_time_sec=0.2)]
+    def start(self, tasks_per_process: int, threads: int = 1, lock: float = 10) -> ConcurrentLoop:
+        queues = [QueueConfig(QUEUE, visibility_timeout_sec=lock, long_poll_time_sec=0.2)]
         self.loop = ConcurrentLoop(
             app, queues, resolve_selector("reduced-lottery"),
             tasks_per_process=tasks_per_process, threads=threads,
@@ -125,8 +130,7 @@ class World:
 
     def settled(self, jids: Sequence[str]) -> bool:
         return all(
-            job.state in (JobState.COMPLETE, JobState.FAILED)
-            for job in self.engine.multiget(jids)
+            job.state in (JobState.COMPLETE, JobState.FAILED) for job in self.engine.multiget(jids)
         )
 
     def stop(self) -> None:
@@ -209,3 +213,14 @@ def test_a_job_that_was_in_flight_at_a_death_runs_alone(world: World) -> None:
     world.start(tasks_per_process=10)
     world.wait_until(lambda: world.settled([suspect, *others]), "the jobs to settle")
     assert SEEN[suspect] == 1  # nothing else was held while it ran
+
+
+def test_one_heartbeat_keeps_the_lock_of_every_job_in_flight(world: World) -> None:
+    long_ones = [outlive_the_lock.delay(3.0) for _ in range(5)]
+    world.start(tasks_per_process=10, lock=1.5)  # beats every 0.5 s
+    world.wait_until(lambda: world.settled(long_ones), "the long jobs to complete")
+    jobs = world.engine.multiget(long_ones)
+    assert {job.state for job in jobs} == {JobState.COMPLETE}
+    assert all([event.what for event in job.history].count("popped") == 1 for job in jobs), (
+        "a long job lost its lock and ran again"
+    )
