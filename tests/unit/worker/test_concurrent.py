@@ -207,7 +207,8 @@ def test_a_job_that_was_in_flight_at_a_death_runs_alone(world: World) -> None:
     suspect = count_neighbours.delay()
     world.engine.log(suspect, DEATH_ENTRY, {"worker": "w-1", "cause": "test"})
     job = world.engine.get(suspect)
-    assert job is not None and runs_alone(job)
+    assert job is not None
+    assert runs_alone(job)
     GATE["async"] = 5
     others = [meet.delay(i) for i in range(5)]
     world.start(tasks_per_process=10)
