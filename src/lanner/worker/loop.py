@@ -45,6 +45,7 @@ from lanner.errors import (
     JobNotFound,
     LannerError,
     LockLost,
+    MalformedArgument,
     TaskFailed,
     TimeoutException,
     Unsupported,
@@ -346,6 +347,10 @@ class WorkerLoop:
         try:
             with self._settling:
                 done = self.engine.complete_many(jids, self.worker, queue, results=results or None)
+        except MalformedArgument:
+            # Refused as sent, nothing changed: not an outage, and not kept for a later
+            # try, which would be refused again while no new job starts.
+            raise
         except LannerError:
             with self._undone_lock:
                 jobs, kept = self._undone.setdefault(queue, ([], {}))
@@ -463,11 +468,12 @@ class WorkerLoop:
 
     def _result(self, task_class: type[Task], value: Any) -> str | None:
         """What the job keeps of its task's return value: JSON text, if the task keeps one
-        and the engine can (`ResultError` if it cannot travel as JSON)."""
+        and the engine can (`ResultError` if it cannot travel as JSON or the engine would
+        refuse it: checked here, so that it fails its own job, not its batch's completion)."""
         keeps = task_class.keeps_result(self.app)
         if not keeps or Capability.RESULTS not in self.engine.capabilities:
             return None
-        return encode_result(value, task_class.name)
+        return encode_result(value, task_class.name, self.engine.max_data_bytes)
 
     def _exit_if_forked(self) -> None:
         """A copy of this process a task forked, back from the task: it must never act as

@@ -18,6 +18,7 @@ from .world import (
     EVENTS,
     MULTIPLE,
     PEEK,
+    QUEUE,
     STOP,
     WLBoom,
     WLCancelled,
@@ -321,6 +322,20 @@ def test_the_loop_waits_out_an_engine_outage_and_carries_on(
 
     assert failures == [0]
     assert world.get(jid).state == JobState.COMPLETE
+
+
+def test_completions_the_engine_refuses_are_not_kept_as_if_the_store_were_away(
+    worlds: Worlds,
+) -> None:
+    """A result is checked before it joins its batch's completions; should the engine still
+    refuse one, the process must not hold it (and start nothing) until it is accepted."""
+    world = worlds(query="?max_data_bytes=64")
+    jid = world.app.publish(WLEcho, ["x"])
+    world.pop()
+    with pytest.raises(lanner.PayloadTooLarge, match=f"the result of {jid} is 66 bytes"):
+        world.loop._settle(QUEUE, [jid], {jid: '"' + "x" * 64 + '"'})
+    world.loop._check_settled()  # no EngineUnavailable: new jobs may start
+    assert world.get(jid).state == JobState.RUNNING  # nothing changed
 
 
 # -- cancel and lock loss reach the running task -------------------------------------------
