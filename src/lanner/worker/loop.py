@@ -57,7 +57,7 @@ from lanner.task import Task
 from lanner.worker import failures, interrupt
 from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
-from lanner.worker.keeper import Keeper
+from lanner.worker.keeper import Keeper, lock_needed
 from lanner.worker.outage import Outage
 from lanner.worker.processes import kill_strays, rss_mb
 from lanner.worker.reporter import NoReporter, Outcome, Reporter
@@ -392,7 +392,8 @@ class WorkerLoop:
                 if self._on_error is not None:
                     self._on_error(job, TaskFailed(job.jid, rejected.group, rejected.message))
                 return
-            if time.time() + task_class.time_limit > job.expires and not self._extend(job):
+            needed = lock_needed(task_class.time_limit, queue.visibility_timeout_sec)
+            if time.time() + needed > job.expires and not self._extend(job):
                 return
             try:
                 task = task_class(job, payload)
@@ -434,7 +435,9 @@ class WorkerLoop:
         batch: Batch,
     ) -> None:
         retry_delay = self._retry_delay(job)
-        self.reporter.started(job.jid, time.time() + task.time_limit, retry_delay)
+        limit = task.time_limit
+        deadline = float("inf") if limit is None else time.time() + limit
+        self.reporter.started(job.jid, deadline, retry_delay)
         self._keeper.watch(job.jid, queue.visibility_timeout_sec, self._stop_task)
         started = time.monotonic()
         try:
