@@ -8,6 +8,7 @@ LannerError
 │   │   └── ChubbyTaskException    Kale's name, raised by publishing
 │   ├── ArgumentError              a task argument the codec cannot carry
 │   │   └── ResultError            a task's return value JSON cannot carry
+│   │       └── ResultTooLarge     ... or that is larger than the engine keeps
 │   ├── ConfigError                a setting, a settings module or a queue config file is wrong
 │   │                              (Kale's name for it: ImproperlyConfiguredException)
 │   ├── InvalidTaskDelayException  Kale's: a publish asked for a delay the queue cannot honour
@@ -110,6 +111,13 @@ class ResultError(ArgumentError):
     into `group`, as under a worker so in eager mode."""
 
     group = "lanner-unserializable-result"
+
+
+class ResultTooLarge(ResultError):
+    """A task's return value, as JSON, is larger than the engine keeps (its
+    `max_data_bytes`); the job fails into `group`."""
+
+    group = "lanner-result-too-large"
 
 
 class ConfigError(MalformedArgument):

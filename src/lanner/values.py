@@ -55,11 +55,16 @@ def json_text(value: object, what: str, limit: int) -> str:
     """Return `value` if it is JSON text of at most `limit` UTF-8 bytes."""
     if not isinstance(value, str):
         raise MalformedArgument(f"{what} must be JSON text (a str), not {type(value).__name__}")
-    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    size = utf8_size(value)
     if size > limit:
         raise PayloadTooLarge(f"{what} is {size} bytes; this engine accepts at most {limit}")
     strict_json(value, what)
     return value
+
+
+def utf8_size(text: str) -> int:
+    """The size of `text` in UTF-8 bytes, as engines' limits count it."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def strict_json(text: str, what: str) -> Any:

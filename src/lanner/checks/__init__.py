@@ -249,7 +249,7 @@ def settle(
         for jid, result in results.items():
             if jid not in checked:
                 raise MalformedArgument(f"results: {jid!r} is not among the jids completed")
-            kept[jid] = json_text(result, "result", limit)
+            kept[jid] = json_text(result, f"the result of {jid}", limit)
     if not isinstance(spend_retry, bool):
         raise MalformedArgument(f"spend_retry must be a bool, not {type(spend_retry).__name__}")
     return Settle(

@@ -37,7 +37,7 @@ class BatchPopped(NamedTuple):
 
 class JobStarted(NamedTuple):
     jid: str
-    deadline: float  # when its time limit runs out (Unix time)
+    deadline: float  # when its time limit runs out (Unix time; inf: it has none)
     retry_delay: float | None  # None: no retry left
 
 

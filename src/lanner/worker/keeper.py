@@ -33,6 +33,13 @@ CHECK_EVERY_SEC: Final = 1.0
 """How often a running job is looked at: how soon a cancel reaches its task."""
 
 
+def lock_needed(time_limit: float | None, lock_seconds: float) -> float:
+    """How long a job's lock must still last when its task starts, or be extended first:
+    its time limit; for a task without one, until the first heartbeat (a third of the
+    lock after the start), with room to spare."""
+    return time_limit if time_limit is not None else lock_seconds / 2
+
+
 class _Watched:
     """The running job: when it was last heartbeaten, last looked at."""
 

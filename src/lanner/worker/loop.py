@@ -45,6 +45,7 @@ from lanner.errors import (
     JobNotFound,
     LannerError,
     LockLost,
+    MalformedArgument,
     TaskFailed,
     TimeoutException,
     Unsupported,
@@ -56,7 +57,7 @@ from lanner.task import Task
 from lanner.worker import failures, interrupt
 from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
-from lanner.worker.keeper import Keeper
+from lanner.worker.keeper import Keeper, lock_needed
 from lanner.worker.outage import Outage
 from lanner.worker.processes import kill_strays, rss_mb
 from lanner.worker.reporter import NoReporter, Outcome, Reporter
@@ -346,6 +347,10 @@ class WorkerLoop:
         try:
             with self._settling:
                 done = self.engine.complete_many(jids, self.worker, queue, results=results or None)
+        except MalformedArgument:
+            # Refused as sent, nothing changed: not an outage, and not kept for a later
+            # try, which would be refused again while no new job starts.
+            raise
         except LannerError:
             with self._undone_lock:
                 jobs, kept = self._undone.setdefault(queue, ([], {}))
@@ -387,7 +392,8 @@ class WorkerLoop:
                 if self._on_error is not None:
                     self._on_error(job, TaskFailed(job.jid, rejected.group, rejected.message))
                 return
-            if time.time() + task_class.time_limit > job.expires and not self._extend(job):
+            needed = lock_needed(task_class.time_limit, queue.visibility_timeout_sec)
+            if time.time() + needed > job.expires and not self._extend(job):
                 return
             try:
                 task = task_class(job, payload)
@@ -429,7 +435,9 @@ class WorkerLoop:
         batch: Batch,
     ) -> None:
         retry_delay = self._retry_delay(job)
-        self.reporter.started(job.jid, time.time() + task.time_limit, retry_delay)
+        limit = task.time_limit
+        deadline = float("inf") if limit is None else time.time() + limit
+        self.reporter.started(job.jid, deadline, retry_delay)
         self._keeper.watch(job.jid, queue.visibility_timeout_sec, self._stop_task)
         started = time.monotonic()
         try:
@@ -463,11 +471,12 @@ class WorkerLoop:
 
     def _result(self, task_class: type[Task], value: Any) -> str | None:
         """What the job keeps of its task's return value: JSON text, if the task keeps one
-        and the engine can (`ResultError` if it cannot travel as JSON)."""
+        and the engine can (`ResultError` if it cannot travel as JSON or the engine would
+        refuse it: checked here, so that it fails its own job, not its batch's completion)."""
         keeps = task_class.keeps_result(self.app)
         if not keeps or Capability.RESULTS not in self.engine.capabilities:
             return None
-        return encode_result(value, task_class.name)
+        return encode_result(value, task_class.name, self.engine.max_data_bytes)
 
     def _exit_if_forked(self) -> None:
         """A copy of this process a task forked, back from the task: it must never act as
