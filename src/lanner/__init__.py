@@ -39,6 +39,7 @@ from lanner.errors import (
     TaskFailed,
     TimeLimitExceeded,
     TimeoutException,
+    TimeOutOfRange,
     Unsupported,
 )
 
@@ -162,6 +163,7 @@ __all__ = [
     "TaskException",
     "TaskFailed",
     "TimeLimitExceeded",
+    "TimeOutOfRange",
     "TimeoutException",
     "TimingStats",
     "Unsupported",

@@ -1,7 +1,8 @@
 """A worker process of the pool: its entry point, and what it reports to its supervisor.
 
 A child leads its own process group (so a kill of the group takes its task's
-subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM, and
+subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM (which
+Linux also sends it when the supervisor dies, `stop_with_parent`), and
 tells the supervisor over a pipe what its loop does: the batch it popped, the job it
 started (with its deadline and retry plan), the jobs it finished (how, and how long they
 ran) and completed, and the engine's failures. That is
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.worker.loop import Limits, WorkerLoop
-from lanner.worker.processes import kill_strays, lead_own_group
+from lanner.worker.processes import kill_strays, lead_own_group, stop_with_parent
 from lanner.worker.reporter import Outcome
 
 if TYPE_CHECKING:
@@ -129,9 +130,17 @@ def child_main(
     selector: str,
     limits: Limits,
     conn: Connection,
+    supervisor: int,
+    stop_with_supervisor: bool,
 ) -> None:
-    """The body of a worker process (forked by the supervisor)."""
+    """The body of a worker process (forked by the supervisor, whose pid is `supervisor`).
+
+    `stop_with_supervisor`: have Linux send SIGTERM when the supervisor dies; only for a
+    fork by the supervisor's main thread, as Linux sends it when the forking thread ends.
+    """
     lead_own_group()
+    if stop_with_supervisor:
+        stop_with_parent(signal.SIGTERM)
     # The supervisor owns Ctrl-C: a terminal's SIGINT reaches the whole process group,
     # and children must not die of it mid-task; they stop when the supervisor says so.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -142,6 +151,7 @@ def child_main(
         reporter=PipeReporter(conn),
         limits=limits,
         configure=False,  # the supervisor does, once for all children
+        supervisor=supervisor,  # its pid from before the fork: it may be gone already
     )
     signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
