@@ -172,6 +172,14 @@ class Workspace:
 
 def kill_session(sid: int) -> None:
     """SIGKILL every process of a session (read from /proc)."""
+    for pid in session_processes(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def session_processes(sid: int) -> list[int]:
+    """The live processes of a session (read from /proc; zombies are dead already)."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -180,9 +188,9 @@ def kill_session(sid: int) -> None:
         except OSError:
             continue
         fields = stat[stat.rindex(b")") + 2 :].split()  # state ppid pgrp session ...
-        if int(fields[3]) == sid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
+        if int(fields[3]) == sid and fields[0] != b"Z":
+            found.append(int(entry.name))
+    return found
 
 
 @pytest.fixture
