@@ -7,6 +7,7 @@ is alive" means no orphan, wherever it was reparented.
 
 from __future__ import annotations
 
+import logging
 import signal
 import subprocess
 import time
@@ -14,7 +15,9 @@ import time
 import pytest
 
 from .conftest import Workspace, session_processes, wait_until
-from .pool_support import WORK
+from .pool_support import WORK, running_pool, supervising
+
+pytestmark = pytest.mark.slow
 
 CHILDREN = 8
 EXIT_WITHIN = 20.0  # the shutdown timeout is 60 s: a pool that waits for it fails
@@ -90,3 +93,21 @@ def test_ten_thousand_processes_are_refused_at_once(workspace: Workspace) -> Non
     ]
     assert time.monotonic() - began < 30
     assert not session_processes(worker.pid)
+
+
+def test_a_clean_start_and_stop_say_so_in_plain_words(
+    workspace: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    tasks = workspace.write_module(WORK)
+    jid = tasks.Work.publish(None, 0.01)
+    with caplog.at_level(logging.INFO, logger="lanner.pool"):
+        with running_pool(tasks.app, concurrency=1) as pool:
+            wait_until(lambda: pool.processed == 1, 30, "the job to run", step=supervising(pool))
+        with running_pool(tasks.app, concurrency=2):
+            pass
+    said = [record.getMessage() for record in caplog.records]
+    started = [line for line in said if line.startswith("pool started")]
+    assert started[0].startswith(f"pool started: 1 process on {tasks.app.settings.broker},")
+    assert started[1].startswith("pool started: 2 processes on")
+    assert not [line for line in said if "died" in line or "giving back" in line], said
+    assert workspace.job(jid).state == "complete"
