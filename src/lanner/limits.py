@@ -15,12 +15,13 @@ from typing import Final
 # -- processes ----------------------------------------------------------------------------
 MAX_PROCESSES: Final = 256
 """Worker processes of one pool (`lanner worker -c`), and any other count of processes a
-command starts. The supervisor holds two file descriptors per process (its pipe and its
-exit sentinel): 256 processes take 512 of the 1024 a process may open by default, leaving
-room for the store's connections and the metrics server, where 1000 processes run out of
-descriptors mid-start. Each process is a Python interpreter with the app imported (tens
-of MB), and runs one task at a time: past the machine's cores only tasks that wait on I/O
-gain, and more than this is more than one machine's worth (docs/worker.md)."""
+command starts. The supervisor holds three file descriptors per process (its report pipe,
+and multiprocessing's two pipe ends that tell each side the other exited): 256 processes
+take 768 of the 1024 a process may open by default, leaving room for the store's
+connections and the metrics server, where 1000 processes run out of descriptors mid-start.
+Each process is a Python interpreter with the app imported (tens of MB), and runs one task
+at a time: past the machine's cores only tasks that wait on I/O gain, and more than this
+is more than one machine's worth (docs/worker.md)."""
 
 MAX_TASKS_PER_CHILD: Final = 10_000_000
 """`max_tasks_per_child`: more is "never" (leave it unset)."""

@@ -134,8 +134,9 @@ class Workspace:
         return self.log_path.read_text() if self.log_path.exists() else ""
 
     # -- `lanner worker` subprocesses -----------------------------------------------------
-    def start_worker(self, *args: str) -> subprocess.Popen[bytes]:
-        """Run `lanner worker <args>` in its own session, logging to `log_path`."""
+    def start_worker(self, *args: str, open_files: int | None = None) -> subprocess.Popen[bytes]:
+        """Run `lanner worker <args>` in its own session, logging to `log_path`; with
+        `open_files`, allowed to open no more files than that (RLIMIT_NOFILE)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(self.dir), *filter(None, [env.get("PYTHONPATH")])])
         for variable in ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG"):
@@ -150,6 +151,7 @@ class Workspace:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=None if open_files is None else lambda: _limit_open_files(open_files),
         )
         self._processes.append(process)
         return process
@@ -168,6 +170,14 @@ class Workspace:
         app = getattr(module, "app", None)
         if app is not None:
             app.close()
+
+
+def _limit_open_files(count: int) -> None:
+    import resource
+
+    resource.setrlimit(
+        resource.RLIMIT_NOFILE, (count, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    )
 
 
 def kill_session(sid: int) -> None:

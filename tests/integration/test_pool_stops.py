@@ -77,6 +77,22 @@ def test_a_killed_supervisor_leaves_no_worker_process(workspace: Workspace, mome
     assert_all_gone(workspace, worker)
 
 
+def test_a_pool_out_of_file_descriptors_keeps_trying_and_stops_cleanly(
+    workspace: Workspace,
+) -> None:
+    # Each process costs the supervisor three descriptors: 30 of them do not fit in 64.
+    workspace.write_module(WORK)
+    worker = workspace.start_worker("-A", workspace.module_name, "-Q", "work", "-c", "30",
+                                    open_files=64)  # fmt: skip
+    wait_until(lambda: "cannot start a worker process" in workspace.log(), 30,
+               "the supervisor to run out of descriptors", details=workspace.log)  # fmt: skip
+    assert worker.poll() is None, workspace.log()
+    worker.send_signal(signal.SIGTERM)
+    assert_all_gone(workspace, worker)
+    assert worker.returncode == 0, workspace.log()
+    assert "Traceback" not in workspace.log()
+
+
 def test_ten_thousand_processes_are_refused_at_once(workspace: Workspace) -> None:
     workspace.write_module(WORK)
     began = time.monotonic()
