@@ -40,6 +40,7 @@ from lanner.errors import (
     TaskFailed,
     TimeLimitExceeded,
     TimeoutException,
+    TimeOutOfRange,
     Unsupported,
 )
 
@@ -164,6 +165,7 @@ __all__ = [
     "TaskException",
     "TaskFailed",
     "TimeLimitExceeded",
+    "TimeOutOfRange",
     "TimeoutException",
     "TimingStats",
     "Unsupported",

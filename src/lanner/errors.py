@@ -11,6 +11,8 @@ LannerError
 │   │       └── ResultTooLarge     ... or that is larger than the engine keeps
 │   ├── ConfigError                a setting, a settings module or a queue config file is wrong
 │   │                              (Kale's name for it: ImproperlyConfiguredException)
+│   ├── TimeOutOfRange             a delay, interval, lease or time past lanner's bounds
+│   │                              (`lanner.limits`: a job due more than ten years ahead)
 │   ├── InvalidTaskDelayException  Kale's: a publish asked for a delay the queue cannot honour
 │   └── InvalidTimeLimitTaskException
 │                                  Kale's: a task's time limit does not fit its queue's lease
@@ -158,6 +160,11 @@ def _rebuild_config_error(
 
 ImproperlyConfiguredException = ConfigError
 """Kale's name for a configuration error."""
+
+
+class TimeOutOfRange(MalformedArgument):
+    """A delay, interval, lease or Unix time past lanner's bounds (`lanner.limits`): a job
+    due more than ten years ahead, or at a date no one could show; nothing was stored."""
 
 
 class InvalidTaskDelayException(MalformedArgument):

@@ -52,6 +52,16 @@ def test_delay_puts_a_job_with_the_task_defaults(app: App) -> None:
     assert data_of(app, jid) == {"v": 1, "args": ["a@example.com"], "kwargs": {}, "app_data": None}
 
 
+def test_a_delay_past_ten_years_is_refused_and_nothing_is_published(app: App) -> None:
+    @app.task(queue="emails")
+    def send(to: str) -> None: ...
+
+    with pytest.raises(lanner.TimeOutOfRange, match="delay must be at most 315576000 seconds"):
+        send.options(delay=1e12).delay("x")
+    assert isinstance(lanner.TimeOutOfRange("x"), lanner.MalformedArgument)
+    assert app.engine.queue_counts("emails").scheduled == 0
+
+
 def test_options_override_per_publish(app: App) -> None:
     @app.task(queue="emails")
     def send(to: str) -> None: ...

@@ -15,9 +15,10 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from lanner import Engine, JobState, operations
+from lanner import Engine, JobState, NewJob, checks, operations
 from lanner.commands import register_admin
 from lanner.commands.failures import first_line
+from lanner.limits import MAX_DELAY_SEC
 from lanner.names import QUEUE_NAME_RULE
 
 KLASS = "myapp.tasks.Work"
@@ -521,6 +522,37 @@ def test_publish_bad_queue_name(cli: click.Group, url: str, task_module: str) ->
     result = run(cli, url, "publish", f"{task_module}.Greet", "--queue", "no good")
     assert result.exit_code == 1
     assert QUEUE_NAME_RULE in result.output
+
+
+def test_publish_due_past_ten_years_is_one_line_and_stores_nothing(
+    cli: click.Group, url: str, engine: Engine, task_module: str
+) -> None:
+    for delay in ("1e308", "1e12", str(MAX_DELAY_SEC + 1)):
+        result = run(cli, url, "publish", f"{task_module}.Greet", "--delay", delay)
+        assert result.exit_code == 1
+        assert result.output.startswith("Error: delay must be at most 315576000 seconds (ten")
+        assert result.output.count("\n") == 1
+    assert engine.queue_counts("greetings").scheduled == 0
+    assert (
+        run(cli, url, "publish", f"{task_module}.Greet", "--delay", str(MAX_DELAY_SEC)).exit_code
+        == 0
+    )
+
+
+def test_a_job_due_past_year_9999_is_shown_as_it_is(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    # A store written before due dates were bounded may hold one (put through the engine's
+    # hook, past the contract's checks, as the engine then took it).
+    far = NewJob("q", "far", KLASS, "{}", delay=1e308)
+    engine._put("put", checks.Put([far], "", time.time()))
+    shown = run(cli, url, "job", "far")
+    assert shown.exit_code == 0, shown.output
+    assert row(shown.output, "due") == ["due", "1e+308"]
+    listed = run(cli, url, "jobs", "q", "--state", "scheduled")
+    assert listed.exit_code == 0, listed.output
+    assert row(listed.output, "far")[-1] == "1e+308"
+    assert output_json(run(cli, url, "job", "far", "--json"))["due"] == 1e308
 
 
 def test_register_adds_every_admin_command(cli: click.Group) -> None:

@@ -29,7 +29,7 @@ PUBLIC = {
     "InvalidTaskDelayException", "InvalidTimeLimitTaskException", "JobNotFound", "InvalidState",
     "QueueFull", "LockLost", "EngineUnavailable", "SchemaError", "DecodeError", "BadSignature",
     "TaskException", "BlacklistedException", "TimeoutException", "TimeLimitExceeded",
-    "JobCancelled", "TaskFailed", "ResultError", "ResultTooLarge",
+    "JobCancelled", "TaskFailed", "ResultError", "ResultTooLarge", "TimeOutOfRange",
     "__version__",
 }  # fmt: skip
 

@@ -19,6 +19,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from lanner import limits
 from lanner.bench.common import (
     DEFAULT_BATCH,
     DEFAULT_CONCURRENCY,
@@ -27,6 +28,7 @@ from lanner.bench.common import (
     BenchError,
     MachineInfo,
 )
+from lanner.commands.bounded import BoundedInt
 from lanner.errors import LannerError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -117,21 +119,21 @@ def _store_url_option(what: str) -> Callable[[F], F]:
 @_store_url_option("Engine to measure")
 @click.option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_JOBS,
     show_default=True,
     help="Jobs per throughput phase.",
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_BATCH_SIZE),
     default=DEFAULT_BATCH,
     show_default=True,
     help="Jobs per put_many, and per pop in the drain phases.",
 )
 @click.option(
     "--samples",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_SAMPLES,
     show_default=True,
     help="Pickup-latency samples.",
@@ -226,7 +228,7 @@ def results_view(result: EngineBenchResult) -> Group:
 @_store_url_option("Store to measure")
 @click.option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_JOBS,
     show_default=True,
     help="No-op jobs published and drained; a tenth of it for single publishes and 10 ms jobs.",
@@ -234,21 +236,21 @@ def results_view(result: EngineBenchResult) -> Group:
 @click.option(
     "-c",
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_PROCESSES),
     default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="Worker processes in the pool.",
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_BATCH_SIZE),
     default=DEFAULT_BATCH,
     show_default=True,
     help="Jobs per publish_many, and the queue's batch_size (jobs per pop).",
 )
 @click.option(
     "--samples",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_SAMPLES,
     show_default=True,
     help="Pickup-latency samples.",
@@ -331,9 +333,9 @@ def pool_results_view(result: PoolBenchResult) -> Group:
 
 @bench.command("kestrel")
 @_store_url_option("Engine behind `lanner serve`")
-@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--clients", type=BoundedInt(1, limits.MAX_PROCESSES), default=8, show_default=True,
               help="Client processes, one connection each.")  # fmt: skip
-@click.option("--items", type=click.IntRange(min=1), default=20000, show_default=True,
+@click.option("--items", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=20000, show_default=True,
               help="Items set, then got, in all.")  # fmt: skip
 @click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True,
               help="Size of each item.")  # fmt: skip
@@ -371,9 +373,9 @@ def kestrel_command(
 
 @bench.command("web")
 @_store_url_option("Engine to fill and browse")
-@click.option("--jobs", type=click.IntRange(min=100), default=100_000, show_default=True,
-              help="Jobs in the store while the pages are fetched.")  # fmt: skip
-@click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--jobs", type=BoundedInt(100, limits.MAX_RUN_JOBS), default=100_000,
+              show_default=True, help="Jobs in the store while the pages are fetched.")  # fmt: skip
+@click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=20, show_default=True,
               help="Fetches of each page.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None:

@@ -8,8 +8,10 @@ import signal
 
 import click
 
+from lanner.commands.bounded import BoundedInt
 from lanner.commands.common import connection_options, session
 from lanner.kestrel import DEFAULT_PORT, KestrelServer
+from lanner.limits import MAX_OPEN_TRANSACTIONS
 from lanner.queues import load_queue_config
 from lanner.worker.loop import configure_queues
 
@@ -23,7 +25,7 @@ from lanner.worker.loop import configure_queues
               help="Port to listen on (Kestrel's memcache port; 0: any free port).")  # fmt: skip
 @click.option("--queues", "queues_file", type=click.Path(exists=True, dir_okay=False),
               help="Queue config YAML whose bounds (max_items, ...) to store first.")  # fmt: skip
-@click.option("--max-open-transactions", type=click.IntRange(min=1), default=1,
+@click.option("--max-open-transactions", type=BoundedInt(1, MAX_OPEN_TRANSACTIONS), default=1,
               show_default=True,
               help="Items one client may hold open per queue (get q/open) at once.")  # fmt: skip
 def serve(

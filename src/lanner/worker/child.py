@@ -1,7 +1,8 @@
 """A worker process of the pool: its entry point, and what it reports to its supervisor.
 
 A child leads its own process group (so a kill of the group takes its task's
-subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM, and
+subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM (which
+Linux also sends it when the supervisor dies, `stop_with_parent`), and
 tells the supervisor over a pipe what its loop does: the batch it popped, the job it
 started (with its deadline and retry plan), the jobs it finished (how, and how long they
 ran) and completed, and the engine's failures. That is
@@ -20,7 +21,7 @@ from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.worker.concurrent import ConcurrentLoop
 from lanner.worker.loop import Limits, WorkerLoop
-from lanner.worker.processes import kill_strays, lead_own_group
+from lanner.worker.processes import kill_strays, lead_own_group, stop_with_parent
 from lanner.worker.reporter import Outcome
 
 if TYPE_CHECKING:
@@ -130,24 +131,34 @@ def child_main(
     selector: str,
     limits: Limits,
     conn: Connection,
+    supervisor: int,
+    stop_with_supervisor: bool,
     tasks_per_process: int = 1,
     threads: int = 1,
 ) -> None:
-    """The body of a worker process (forked by the supervisor); it runs one job at a time
-    (`WorkerLoop`) or up to `tasks_per_process` at once (`ConcurrentLoop`)."""
+    """The body of a worker process (forked by the supervisor, whose pid is `supervisor`);
+    it runs one job at a time (`WorkerLoop`) or up to `tasks_per_process` at once
+    (`ConcurrentLoop`).
+
+    `stop_with_supervisor`: have Linux send SIGTERM when the supervisor dies; only for a
+    fork by the supervisor's main thread, as Linux sends it when the forking thread ends.
+    """
     lead_own_group()
+    if stop_with_supervisor:
+        stop_with_parent(signal.SIGTERM)
     # The supervisor owns Ctrl-C: a terminal's SIGINT reaches the whole process group,
     # and children must not die of it mid-task; they stop when the supervisor says so.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     reporter = PipeReporter(conn)
     # configure=False: the supervisor stores the queues' settings, once for all children.
+    # supervisor: its pid from before the fork, as it may be gone already.
     loop = (
         ConcurrentLoop(app, queues, resolve_selector(selector), reporter=reporter,
-                       limits=limits, configure=False, tasks_per_process=tasks_per_process,
-                       threads=threads)
+                       limits=limits, configure=False, supervisor=supervisor,
+                       tasks_per_process=tasks_per_process, threads=threads)
         if tasks_per_process > 1
         else WorkerLoop(app, queues, resolve_selector(selector), reporter=reporter,
-                        limits=limits, configure=False)
+                        limits=limits, configure=False, supervisor=supervisor)
     )  # fmt: skip
     signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

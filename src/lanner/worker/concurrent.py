@@ -130,10 +130,11 @@ class ConcurrentLoop(WorkerLoop):
         reporter: Reporter | None = None,
         limits: Limits | None = None,
         configure: bool = True,
+        supervisor: int | None = None,
     ) -> None:
         super().__init__(
             app, queues, selector, worker=worker, reporter=reporter, limits=limits,
-            configure=configure,
+            configure=configure, supervisor=supervisor,
         )  # fmt: skip
         self.slots = tasks_per_process
         self.threads = min(threads, tasks_per_process)
@@ -236,7 +237,7 @@ class ConcurrentLoop(WorkerLoop):
 
     async def _pause(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        while not self._stopping and time.monotonic() < deadline:
+        while not (self._stopping or self._orphaned()) and time.monotonic() < deadline:
             await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     async def _finish_in_flight(self) -> None:

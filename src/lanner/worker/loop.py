@@ -118,13 +118,16 @@ class WorkerLoop:
         configure: bool = True,
         on_error: Callable[[Job, BaseException], None] | None = None,
         give_back_held: bool = True,
+        supervisor: int | None = None,
     ) -> None:
         """`configure=False`: the queues' settings are already in the engine (a pool stores
         them once for all its processes). `on_error(job, error)` is told of each task
         error, and of each job that could not reach its task (as a `TaskFailed`), after
         the job was retried or failed as usual. `give_back_held=False`: a batch is run
         whole however long it is held (`drain`: no other process would start it sooner,
-        and what runs must not depend on the machine's speed)."""
+        and what runs must not depend on the machine's speed). `supervisor`: the pid of
+        the process that supervises this one (default, with a `reporter`: the parent's
+        now); once it is gone, the loop stops as if told to (`orphaned`)."""
         if not queues:
             raise ValueError("a worker needs at least one queue")
         self.app = app
@@ -135,7 +138,9 @@ class WorkerLoop:
         self.limits = limits or Limits()
         self.processed = 0
         self._pid = os.getpid()
-        self._parent = os.getppid() if reporter is not None else None
+        if supervisor is None and reporter is not None:
+            supervisor = os.getppid()
+        self._supervisor = supervisor
         self._stopping = False
         self._ready: tuple[float, frozenset[str]] = (0.0, frozenset())
         self._keeper = Keeper(lambda: self.engine, self.worker)
@@ -173,6 +178,9 @@ class WorkerLoop:
         outage = Outage(self.app.settings.broker, self.outage_first_pause)
         reason: str | None = None
         while not self._stopping and reason is None:
+            if self._orphaned():
+                reason = "orphaned"  # checked each round: an idle loop never reaches a limit
+                break
             try:
                 if not self._configured:
                     configure_queues(self.engine, self.queues)
@@ -190,7 +198,8 @@ class WorkerLoop:
                 # again elsewhere: their holder keeps trying often.
                 holding = bool(self._undone)
                 outage.backoff.sleep(
-                    lambda: self._stopping, HOLDER_PAUSE_SEC if holding else float("inf")
+                    lambda: self._stopping or self._orphaned(),
+                    HOLDER_PAUSE_SEC if holding else float("inf"),
                 )
                 continue
             outage.ended()
@@ -267,14 +276,21 @@ class WorkerLoop:
                 return []
 
     def limit_reached(self) -> str | None:
-        if self._parent is not None and os.getppid() != self._parent:
-            self._stopping = True  # the supervisor is gone: nobody would replace or stop us
+        if self._orphaned():
             return "orphaned"
         if self.limits.max_tasks is not None and self.processed >= self.limits.max_tasks:
             return "max-tasks"
         if self.limits.max_memory_mb is not None and rss_mb() >= self.limits.max_memory_mb:
             return "max-memory"
         return None
+
+    def _orphaned(self) -> bool:
+        """Whether the supervisor is gone (this process has another parent now): nobody
+        would replace or stop it, so it stops (after its running task)."""
+        if self._supervisor is not None and os.getppid() != self._supervisor:
+            self._stopping = True
+            return True
+        return False
 
     def batch_size(self, queue: QueueConfig) -> int:
         """How many jobs to pop: `batch_size`, or what runs in about BATCH_HOLD_SEC."""
@@ -457,10 +473,13 @@ class WorkerLoop:
             self._exit_if_forked()
             self._keeper.watch(None)
             self.processed += 1
-        batch.ran(job.jid, result)
         ran = time.monotonic() - started
         logger.debug("job %s (%s) done in %.3f s", job.jid, job.klass, ran)
+        # Reported before the batch may complete it (the keeper can, at once): the
+        # supervisor must hear of the end before the completion, or it waits for a
+        # completion it already had, and takes the child's clean exit for a death.
         self.reporter.finished(job.jid, True, "completed", job.klass, ran)
+        batch.ran(job.jid, result)
 
     def _stop_task(self, jid: str, why: str) -> None:
         """The keeper's word that the running job is no longer this worker's: stop its task
