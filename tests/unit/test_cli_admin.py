@@ -578,7 +578,7 @@ def test_worker_options_are_checked_and_explained() -> None:
     assert bad.exit_code == 2
     assert "'verbose' is not one of 'debug', 'info', 'warning', 'error'" in bad.output
     helped = CliRunner().invoke(main, ["worker", "--help"], env={"COLUMNS": "200"})
-    assert "Worker processes to run (each runs one task at a time)." in " ".join(
+    assert "Jobs each process runs at once: async tasks share its event loop" in " ".join(
         helped.output.split()
     )
 
