@@ -427,8 +427,12 @@ class ConcurrentLoop(WorkerLoop):
 
     # -- the store's side -----------------------------------------------------------------
     async def _call(self, action: Callable[..., T], *args: Any) -> T:
-        """Run an engine call (or a chore made of them) in the engine thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._engine_thread, action, *args)
+        """Run an engine call (or a chore made of them: a failure settled through the
+        task's hooks) in the engine thread, in this job's context (`current_job()`)."""
+        context_now = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._engine_thread, context_now.run, action, *args
+        )
 
     async def _pop_call(self, action: Callable[..., T], *args: Any) -> T:
         """Run a pop (or a selection, which asks the engine) in the pop thread."""

@@ -19,8 +19,10 @@ import pytest
 import lanner
 from lanner import Engine, JobState
 from lanner.app import App
+from lanner.message import KaleMessage
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
+from lanner.task import Task
 from lanner.worker.concurrent import ConcurrentLoop, runs_alone
 from lanner.worker.recovery import DEATH_ENTRY
 
@@ -87,6 +89,32 @@ async def wait_to_be_cancelled() -> None:
 async def quick(index: int) -> int:
     await asyncio.sleep(0.01)
     return index
+
+
+class Flaky(Task):
+    """Fails at its first run; its failure policy sees its own job."""
+
+    app = app
+    queue = QUEUE
+    max_retries = 1
+    _retry_delay_multiple = 0.0
+
+    async def run_task(self, index: int) -> None:
+        job = lanner.current_job()
+        assert job is not None
+        if sum(1 for event in job.history if event.what == "popped") == 1:
+            raise ValueError(f"flaky {index}")
+
+    @classmethod
+    def handle_failure(
+        cls,
+        message: KaleMessage,
+        raised_exception: BaseException,
+        increment_failure_num: bool = True,
+    ) -> bool:
+        job = lanner.current_job()
+        SEEN[message.task_id or ""] = job.jid if job is not None else None
+        return super().handle_failure(message, raised_exception, increment_failure_num)
 
 
 @app.task(queue=QUEUE, time_limit=5)
@@ -225,3 +253,16 @@ def test_one_heartbeat_keeps_the_lock_of_every_job_in_flight(world: World) -> No
     assert all([event.what for event in job.history].count("popped") == 1 for job in jobs), (
         "a long job lost its lock and ran again"
     )
+
+
+def test_failures_are_settled_per_job_by_its_own_policy(world: World) -> None:
+    flaky = [Flaky.publish(None, i) for i in range(5)]
+    GATE["async"] = 5
+    fine = [meet.delay(i) for i in range(5)]
+    world.start(tasks_per_process=20)
+    world.wait_until(lambda: world.settled([*flaky, *fine]), "the jobs to settle")
+    jobs = world.engine.multiget([*flaky, *fine])
+    assert {job.state for job in jobs} == {JobState.COMPLETE}
+    assert {jid: SEEN.get(jid) for jid in flaky} == {jid: jid for jid in flaky}
+    for job in jobs[:5]:
+        assert job.remaining == 0  # the retry it spent, and no other
