@@ -12,12 +12,14 @@ import multiprocessing
 import os
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from lanner import open_engine
 from lanner.bench import io
 from lanner.bench.common import BenchError
 from lanner.bench.io import run_io_benchmark
@@ -132,3 +134,26 @@ def test_a_replaced_worker_process_fails_the_benchmark(
         run_io_benchmark(None, jobs=10, sleep_ms=500, concurrency=1, tasks_per_process=5)
     assert (tmp_path / "died").exists()
     assert multiprocessing.active_children() == []
+
+
+def test_without_lookup_jobs_are_checked_by_how_their_runs_ended(sqs_fresh_url: str) -> None:
+    # SQS cannot look jobs up: the pool's own account of each run is what is checked.
+    outcomes = io.Outcomes()
+    for outcome in ("completed", "failed", "completed", "stopped"):
+        outcomes.job_finished("q", "t", outcome, 0.01)
+    engine = open_engine(sqs_fresh_url)
+    try:
+        with pytest.raises(BenchError, match="of 3 jobs, 2 completed, 1 failed, 1 stopped"):
+            io.verify_drained(engine, ["a", "b", "c"], outcomes)
+        outcomes.counts = Counter(completed=4)  # one twice: at-least-once delivery
+        io.verify_drained(engine, ["a", "b", "c"], outcomes)
+    finally:
+        engine.close()
+
+
+@pytest.mark.slow
+def test_bench_io_on_sqs(sqs_fresh_url: str) -> None:
+    report = bench_io("--url", sqs_fresh_url, "--jobs", "20", "-c", "1", "-t", "10")
+    assert report["url"] == sqs_fresh_url
+    assert report["synchronous"] is None
+    assert_measured(report, processes=1)

@@ -51,6 +51,7 @@ from lanner.messages import Message
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.taskfunction import TaskFunction
+from lanner.worker.observer import PoolObserver
 from lanner.worker.pool import WorkerPool
 
 LONG_POLL_SEC: Final = 0.25
@@ -90,7 +91,12 @@ def bench_queue(name: str, batch: int) -> QueueConfig:
 
 @contextmanager
 def running_pool(
-    app: App, queue: QueueConfig, concurrency: int, tasks_per_process: int = 1, threads: int = 1
+    app: App,
+    queue: QueueConfig,
+    concurrency: int,
+    tasks_per_process: int = 1,
+    threads: int = 1,
+    observer: PoolObserver | None = None,
 ) -> Iterator[tuple[WorkerPool, float]]:
     """A started pool serving `queue`, and the `time.perf_counter()` just before its start.
 
@@ -103,6 +109,7 @@ def running_pool(
         tasks_per_process=tasks_per_process,
         threads=threads,
         queues=[queue],
+        observer=observer,
     )
     started = time.perf_counter()
     try:
