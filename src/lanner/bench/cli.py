@@ -23,20 +23,26 @@ from lanner import limits
 from lanner.bench.common import (
     DEFAULT_BATCH,
     DEFAULT_CONCURRENCY,
+    DEFAULT_IO_JOBS,
     DEFAULT_JOBS,
     DEFAULT_SAMPLES,
+    DEFAULT_SLEEP_MS,
+    DEFAULT_TASKS_PER_PROCESS,
     BenchError,
+    BenchProgress,
     MachineInfo,
 )
 from lanner.commands.bounded import BoundedInt
 from lanner.errors import LannerError
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from lanner.bench.engine import EngineBenchResult
+    from lanner.bench.io import IoBenchResult, Kind
     from lanner.bench.pool import PoolBenchResult
 
 
@@ -91,6 +97,15 @@ def exit_on_sigterm() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def measured(benchmark: Callable[[BenchProgress], R]) -> R:
+    """Run `benchmark` with progress bars on stderr; its errors become one line, status 1."""
+    try:
+        with exit_on_sigterm(), progress_bar(Console(stderr=True)) as bar:
+            return benchmark(RichProgress(bar))
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
 
 
 @click.group()
@@ -166,13 +181,9 @@ def engine_command(
             f"the benchmark leaves {2 * jobs + samples + 1} completed jobs in it.",
             highlight=False,
         )
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_engine_benchmark(
-                url, jobs, batch, samples, RichProgress(bar), result_bytes
-            )
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(
+        lambda progress: run_engine_benchmark(url, jobs, batch, samples, progress, result_bytes)
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -276,11 +287,9 @@ def pool_command(
             f"the benchmark leaves {left} completed jobs in it.",
             highlight=False,
         )
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_pool_benchmark(url, jobs, concurrency, batch, samples, RichProgress(bar))
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(
+        lambda progress: run_pool_benchmark(url, jobs, concurrency, batch, samples, progress)
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -331,6 +340,88 @@ def pool_results_view(result: PoolBenchResult) -> Group:
     return Group(pool_results_table(result), about)
 
 
+@bench.command("io")
+@_store_url_option("Store to measure")
+@click.option("--jobs", type=click.IntRange(min=1), default=DEFAULT_IO_JOBS, show_default=True,
+              help="Jobs published, then drained.")  # fmt: skip
+@click.option("--sleep-ms", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_SLEEP_MS,
+              show_default=True, help="What each job waits, in milliseconds.")  # fmt: skip
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
+              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@click.option("-t", "--tasks-per-process", type=click.IntRange(min=1),
+              default=DEFAULT_TASKS_PER_PROCESS, show_default=True,
+              help="Jobs each process runs at once.")  # fmt: skip
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Of those, how many sync tasks may run at once, in threads.")  # fmt: skip
+@click.option("--kind", type=click.Choice(["async", "sync"]), default="async", show_default=True,
+              help="async: `await asyncio.sleep`; sync: `time.sleep`.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def io_command(
+    url: str | None,
+    jobs: int,
+    sleep_ms: float,
+    concurrency: int,
+    tasks_per_process: int,
+    threads: int,
+    kind: Kind,
+    as_json: bool,
+) -> None:
+    """Measure a worker pool on I/O-bound jobs, many at once per process.
+
+    N jobs that each wait S ms are published, then a pool of C processes running up to T
+    jobs each is started on them. Reported: jobs/s from the pool's start to the last
+    completion, beside the ceiling C x T / S; the worker processes' CPU per job and their
+    memory at the end. Progress goes to stderr, results to stdout.
+    """
+    from lanner.bench.io import run_io_benchmark
+
+    if url is not None:
+        Console(stderr=True).print(
+            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
+            f"the benchmark leaves {jobs} completed jobs in it.",
+            highlight=False,
+        )
+    result = measured(
+        lambda progress: run_io_benchmark(
+            url, jobs, sleep_ms, concurrency, tasks_per_process, threads, kind, progress
+        )
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    Console().print(io_results_view(result))
+
+
+def io_results_view(result: IoBenchResult) -> Group:
+    """The results table, then what was measured, on what."""
+    table = Table(
+        title=f"lanner io benchmark, {result.jobs:,} {result.kind} jobs of {result.sleep_ms:g} ms"
+    )
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    at_once = f"{result.concurrency} processes x {result.at_once_per_process} at once"
+    table.add_row("drain, from pool start", f"{result.drain_per_s:,.0f} jobs/s")
+    share = result.drain_per_s / result.ceiling_per_s
+    table.add_row(f"ceiling ({at_once})", f"{result.ceiling_per_s:,.0f} jobs/s ({share:.0%})")
+    table.add_row("pool start to first job finished", f"{result.startup_s * 1000:.0f} ms")
+    table.add_row("most jobs seen running at once", f"{result.peak_running:,}")
+    table.add_row("worker CPU per job", f"{result.worker_cpu_us_per_job:,.0f} µs")
+    table.add_row("supervisor CPU per job", f"{result.supervisor_cpu_us_per_job:,.0f} µs")
+    rss = ", ".join(f"{mb:.1f}" for mb in result.rss_mb)
+    table.add_row(f"memory per process (RSS: {rss})", f"{result.rss_mb_mean:.1f} MB")
+    table.add_row("enqueue, publish_many() of 100", f"{result.enqueue_per_s:,.0f} jobs/s")
+    machine = result.machine
+    synchronous = "" if result.synchronous is None else f"synchronous={result.synchronous}  "
+    about = Text(
+        f"store: {result.url}\n{synchronous}tasks per process: {result.tasks_per_process}  "
+        f"threads: {result.threads}  event loop: {result.event_loop}\n"
+        f"{machine.platform}, {machine.cpu_count} CPUs\n"
+        f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
+        style="dim",
+    )
+    return Group(table, about)
+
+
 @bench.command("kestrel")
 @_store_url_option("Engine behind `lanner serve`")
 @click.option("--clients", type=BoundedInt(1, limits.MAX_PROCESSES), default=8, show_default=True,
@@ -347,12 +438,9 @@ def kestrel_command(
     the item rate of one consumer with blocking gets; memcached beside it if installed."""
     from lanner.bench.kestrel import run_kestrel_benchmark
 
-    errors = Console(stderr=True)
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_kestrel_benchmark(url, clients, items, value_bytes, RichProgress(bar))
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(
+        lambda progress: run_kestrel_benchmark(url, clients, items, value_bytes, progress)
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -386,12 +474,7 @@ def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None
         raise click.ClickException(
             f"needs the web extra: pip install 'lanner[web]' ({error})"
         ) from None
-    errors = Console(stderr=True)
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_web_benchmark(url, jobs, samples, RichProgress(bar))
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(lambda progress: run_web_benchmark(url, jobs, samples, progress))
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
