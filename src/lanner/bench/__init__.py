@@ -9,6 +9,7 @@
     pool        `lanner bench pool`: an App and a WorkerPool end to end
     pool_tasks  the tasks the pool benchmark runs
     web         `lanner bench web`: engine commands and time per dashboard page
+    idle        `lanner bench idle`: CPU of an idle pool (and dashboard), then pickup latency
 
 Only public names of other lanner modules are used here.
 """
