@@ -89,6 +89,10 @@ class App:
         elif key:
             self.pickle_codec = SignedPickleCodec(key)
         self._lock = threading.Lock()
+        self.one_shot = False
+        """Set before the engine is opened by a command that runs once (the command line's):
+        a store that cannot be reached then fails it within seconds, where a worker or a
+        publisher retries through a restart (`open_engine`'s `one_shot`)."""
 
     def __repr__(self) -> str:
         return f"App(broker={shown_url(self.settings.broker)!r})"
@@ -99,7 +103,7 @@ class App:
         if self._engine is None:
             with self._lock:
                 if self._engine is None:
-                    self._engine = open_engine(self.settings.broker)
+                    self._engine = open_engine(self.settings.broker, one_shot=self.one_shot)
         return self._engine
 
     @property

@@ -21,7 +21,10 @@ LannerError
 ├── InvalidState                   the job is in the wrong state for the command
 │   └── LockLost                   the job is not running under this worker (or queue) any more
 ├── EngineUnavailable              the store cannot be reached now (retrying later may work)
-├── SchemaError                    the store was written by an incompatible lanner
+├── StoreMisconfigured             the store refuses lanner as configured (a wrong password,
+│   │                              a file that is not a database): waiting cannot fix it
+│   └── SchemaError                the store was written by another application, or by an
+│                                  incompatible lanner
 ├── DecodeError                    a job's data cannot become task arguments; `group` says why
 │   └── BadSignature               a signed payload whose signature does not match
 ├── TaskException                  Kale's: about running tasks
@@ -204,8 +207,16 @@ class EngineUnavailable(LannerError):
     """The engine's store could not be reached (after the engine's own retries)."""
 
 
-class SchemaError(LannerError):
-    """The store's schema cannot be used by this version of lanner."""
+class StoreMisconfigured(LannerError):
+    """The store answered, and refuses lanner as configured: a wrong or missing password, a
+    user without the permissions lanner needs, credentials the service rejects, a file that
+    is not a database. Unlike `EngineUnavailable`, waiting cannot fix it: a worker pool
+    stops with it rather than wait. The message names the store (never its password) and
+    what to fix."""
+
+
+class SchemaError(StoreMisconfigured):
+    """The store's schema cannot be used by this version of lanner (or is not lanner's)."""
 
 
 class DecodeError(LannerError):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -123,6 +124,33 @@ def test_commands_that_look_refuse_to_create_a_missing_store(
     assert f"no store at {url}" in result.output
     assert "does not exist" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("scheme", ["redis", "sqs"])
+def test_a_store_that_cannot_be_reached_fails_a_command_within_seconds(
+    cli: click.Group, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    """A worker retries through a restart of the store (33 s for Redis); a command run once
+    says at once that it cannot reach it (it took 35 s)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")  # so that SQS is tried, and cannot be reached
+    port = _closed_port()
+    url = {
+        "redis": f"redis://127.0.0.1:{port}/0",
+        "sqs": f"sqs://us-east-1?endpoint_url=http://127.0.0.1:{port}",
+    }[scheme]
+    started = time.monotonic()
+    result = run(cli, url, "status")
+    took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    assert "cannot reach" in result.output
+    assert took < 10, f"{took:.1f} s"  # about a second; generous for a busy machine
 
 
 def test_an_empty_broker_counts_as_unset_and_says_so(

@@ -10,6 +10,7 @@
     pool_tasks  the tasks the pool and io benchmarks run
     io          `lanner bench io`: I/O-bound jobs, many at once per worker process
     web         `lanner bench web`: engine commands and time per dashboard page
+    idle        `lanner bench idle`: CPU of an idle pool (and dashboard), then pickup latency
 
 Only public names of other lanner modules are used here.
 """

@@ -485,3 +485,43 @@ def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None
         table.add_row(page.path, str(page.engine_calls), f"{page.median_ms:.1f} ms",
                       f"{page.p95_ms:.1f} ms")  # fmt: skip
     Console().print(Group(table, _about(result.url, result.machine)))
+
+
+@bench.command("idle")
+@_store_url_option("Store the idle pool serves")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
+              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="How long the idle processes are measured.")  # fmt: skip
+@click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Pickup-latency samples, after the idle time.")  # fmt: skip
+@click.option("--web", is_flag=True, help="Also measure an idle dashboard (lanner web).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def idle_command(
+    url: str | None, concurrency: int, seconds: float, samples: int, web: bool, as_json: bool
+) -> None:
+    """Measure what an idle pool costs: CPU % of one core per process (supervisor, each
+    worker; with --web the dashboard too), then the pickup latency of single jobs."""
+    from lanner.bench.idle import run_idle_benchmark
+
+    errors = Console(stderr=True)
+    try:
+        with exit_on_sigterm(), progress_bar(errors) as bar:
+            result = run_idle_benchmark(url, concurrency, seconds, samples, web, RichProgress(bar))
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    table = Table(title=f"lanner idle pool, {concurrency} processes, {seconds:g} s")
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    table.add_row("CPU, supervisor", f"{result.supervisor_cpu_pct:.2f} % of a core")
+    for number, cpu in enumerate(result.worker_cpu_pct, 1):
+        table.add_row(f"CPU, worker {number}", f"{cpu:.2f} % of a core")
+    if result.web_cpu_pct is not None:
+        table.add_row("CPU, dashboard (lanner web)", f"{result.web_cpu_pct:.2f} % of a core")
+    pickup = result.pickup_ms
+    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("max", pickup.max)):
+        table.add_row(f"pickup latency {label} ({pickup.count} samples)", f"{ms:.2f} ms")
+    Console().print(Group(table, _about(result.url, result.machine)))

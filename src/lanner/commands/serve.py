@@ -46,7 +46,7 @@ def serve(
             "anyone who reaches this port can read and delete every queue",
             err=True,
         )
-    with session(app_path, broker, create=True) as app:
+    with session(app_path, broker, create=True, serves=True) as app:
         if queues_file:
             configure_queues(app.engine, load_queue_config(queues_file))
         server = KestrelServer(app.engine, host, port, max_open_transactions=max_open_transactions)

@@ -5,7 +5,8 @@ subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTER
 Linux also sends it when the supervisor dies, `stop_with_parent`), and
 tells the supervisor over a pipe what its loop does: the batch it popped, the job it
 started (with its deadline and retry plan), the jobs it finished (how, and how long they
-ran) and completed, and the engine's failures. That is
+ran) and completed, the engine's failures, and a store that refuses the configuration
+(after which it exits). That is
 all the supervisor needs to step in for it, and to count running and processed jobs.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, NamedTuple
 
+from lanner.errors import StoreMisconfigured
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.worker.concurrent import ConcurrentLoop
@@ -73,6 +75,12 @@ class EngineFailed(NamedTuple):
     """An engine command failed; the loop waits and tries again (for the pool's metrics)."""
 
 
+class StoreRefused(NamedTuple):
+    """The store refuses the configuration (the loop ended): the pool must stop with it."""
+
+    error: StoreMisconfigured
+
+
 Report = (
     BatchPopped
     | JobStarted
@@ -82,6 +90,7 @@ Report = (
     | BatchSettled
     | WorkerExiting
     | EngineFailed
+    | StoreRefused
 )
 
 
@@ -164,7 +173,11 @@ def child_main(
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     if app.settings.on_worker_startup:
         app.settings.on_worker_startup()
-    reason = loop.run()
+    try:
+        reason = loop.run()
+    except StoreMisconfigured as error:
+        conn.send(StoreRefused(error))
+        reason = "the store refuses the configuration"
     if app.settings.on_worker_shutdown:
         app.settings.on_worker_shutdown()
     kill_strays()  # nothing a task started outlives the process that ran it

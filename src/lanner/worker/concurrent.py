@@ -45,6 +45,7 @@ from lanner import context
 from lanner.engine import Capability
 from lanner.errors import (
     JobCancelled,
+    StoreMisconfigured,
     LannerError,
     TaskFailed,
     TimeLimitExceeded,
@@ -179,6 +180,8 @@ class ConcurrentLoop(WorkerLoop):
                     if self._undone:
                         await self._call(self.complete_done)
                     reason = await self._feed()
+                except StoreMisconfigured:
+                    raise  # waiting cannot fix it: the pool stops
                 except LannerError as error:
                     outage.failed(error)
                     self.reporter.engine_error()

@@ -21,7 +21,7 @@ while another is idle; fast ones still come ten to a pop. A job that cannot be d
 names an unknown task, has a bad signature, does not fit the task's arguments or is too
 large never reaches a task: it fails into a `lanner-*` failure group with the reason, and
 the rest of the batch runs. A store that is away is waited out (`outage.py`), never a
-reason to exit.
+reason to exit; one that refuses the configuration (`StoreMisconfigured`) ends `run`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from lanner.errors import (
     LannerError,
     LockLost,
     MalformedArgument,
+    StoreMisconfigured,
     TaskFailed,
     TimeoutException,
     Unsupported,
@@ -174,7 +175,8 @@ class WorkerLoop:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
-        """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
+        """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...).
+        A store that refuses the configuration raises `StoreMisconfigured`."""
         outage = Outage(self.app.settings.broker, self.outage_first_pause)
         reason: str | None = None
         while not self._stopping and reason is None:
@@ -187,6 +189,8 @@ class WorkerLoop:
                     self._configured = True
                 self.complete_done()
                 reason = self._round()
+            except StoreMisconfigured:
+                raise  # waiting cannot fix it: the caller stops (a pool: every process)
             except LannerError as error:
                 # The store is away (or refuses us): wait and try again, rather than die and
                 # be replaced in a loop. Finished jobs are completed once it is back; jobs

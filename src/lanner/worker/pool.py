@@ -25,7 +25,9 @@ whether it may fork: nothing of its thread or socket may cross into a child.
 
 It never waits on the store: what it owes the engine (the queues' settings, recoveries) is
 done as chores (chores.py), between supervision rounds, and retried while the store is
-away. Neither the supervisor nor a child exits because the store is unreachable.
+away. Neither the supervisor nor a child exits because the store is unreachable; but a
+store that refuses the configuration (a wrong password, a file that is not lanner's:
+`StoreMisconfigured`), which waiting cannot fix, stops the pool, and `run` raises it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lanner.engine import Capability, Engine
 from lanner.engines import shown_url
-from lanner.errors import ConfigError
+from lanner.errors import ConfigError, StoreMisconfigured
 from lanner.limits import MAX_PROCESSES
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
@@ -64,6 +66,7 @@ from lanner.worker.child import (
     JobStarted,
     JobStopping,
     Report,
+    StoreRefused,
     WorkerExiting,
     child_main,
 )
@@ -181,7 +184,12 @@ class WorkerPool:
         self._children: dict[int, _Child] = {}
         self._context = multiprocessing.get_context("fork")
         self._observer: PoolObserver = observer or NoObserver()
-        self._chores = Chores(app, on_unavailable=lambda: self._observer.engine_error("supervisor"))
+        self._chores = Chores(
+            app,
+            on_unavailable=lambda: self._observer.engine_error("supervisor"),
+            on_refused=self._store_refused,
+        )
+        self.refused: StoreMisconfigured | None = None  # why the pool stopped, if it did
         self._stopping_since: float | None = None
         self._cold = False
         self._spawns_due: list[float] = []  # when children are to be started (monotonic)
@@ -221,6 +229,8 @@ class WorkerPool:
         self._finish_chores()
         self._observer.close()
         logger.info("pool stopped: %d jobs processed", self.processed)
+        if self.refused is not None:
+            raise self.refused
 
     def supervise(self, timeout: float = 0.1) -> None:
         """One round: read children's reports, reap and replace, enforce time limits, and
@@ -280,6 +290,9 @@ class WorkerPool:
 
     # -- children -------------------------------------------------------------------------
     def _spawn_due(self) -> None:
+        if self._stopping_since is not None:
+            self._spawns_due.clear()  # e.g. refused by the store at start: none may start
+            return
         now = time.monotonic()
         due = [at for at in self._spawns_due if at <= now]
         if not due or not self._observer.ready_to_fork():
@@ -369,6 +382,8 @@ class WorkerPool:
                     self._observer.recycled(reason)
             case EngineFailed():
                 self._observer.engine_error("worker")
+            case StoreRefused(error):
+                self._store_refused(error)
 
     def _finished(self, child: _Child, report: JobFinished) -> None:
         child.running.pop(report.jid, None)
@@ -496,6 +511,13 @@ class WorkerPool:
             logger.warning("%d chore(s) left undone: the store is away; their jobs come back "
                            "when their locks run out", len(self._chores))  # fmt: skip
         self._chores.close()
+
+    def _store_refused(self, error: StoreMisconfigured) -> None:
+        """Waiting cannot fix the store's refusal: stop (warm), for `run` to raise it."""
+        if self.refused is None:
+            self.refused = error
+            logger.error("the store refuses the pool's configuration: stopping")
+        self.stop()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping_since is None:
