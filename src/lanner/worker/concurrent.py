@@ -45,8 +45,8 @@ from lanner import context
 from lanner.engine import Capability
 from lanner.errors import (
     JobCancelled,
-    StoreMisconfigured,
     LannerError,
+    StoreMisconfigured,
     TaskFailed,
     TimeLimitExceeded,
 )
