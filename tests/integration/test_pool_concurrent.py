@@ -243,3 +243,15 @@ def test_a_warm_shutdown_finishes_every_job_in_flight(ws: Workspace) -> None:
     assert len(ws.lines("end")) == 20
     if not ws.url.startswith("sqs"):
         assert all_complete(ws, naps), states(ws, naps)
+
+
+def test_sync_jobs_waiting_for_a_thread_go_to_a_process_with_one(ws: Workspace) -> None:
+    tasks = ws.write_module(TASKS, queues=QUEUES)
+    dozes = [tasks.Doze.publish(None, 1.0) for _ in range(4)]
+
+    with running_pool(tasks.app, concurrency=2, tasks_per_process=5, threads=1) as pool:
+        settle(ws, supervising(pool), dozes, "the sync jobs to end")
+
+    lines = ws.lines()
+    assert len({line.pid for line in lines if line.what == "start"}) == 2, "one process hoarded"
+    assert peak_at_once(lines, dozes) == 1  # one thread each: never two at once in a process
