@@ -151,6 +151,19 @@ def settle(ws: Workspace, pool_step: Callable[[], None], jids: Sequence[str], wh
     wait_until(done, DEADLINE, what, step=pool_step, details=details)
 
 
+def failed_in(ws: Workspace, jid: str) -> str | None:
+    """The failure group of a failed job (None if it did not fail)."""
+    job = ws.job(jid)
+    return job.failure.group if job.state == JobState.FAILED and job.failure else None
+
+
+def assert_uncharged(ws: Workspace, jids: Sequence[str]) -> None:
+    for jid in jids:
+        job = ws.job(jid)
+        assert job.state == JobState.COMPLETE, states(ws, jids)
+        assert job.remaining == job.retries, f"{jid} was charged a retry"
+
+
 def test_async_and_threaded_jobs_run_side_by_side(ws: Workspace) -> None:
     tasks = ws.write_module(TASKS, queues=QUEUES)
     naps = [tasks.Nap.publish(None, 0.5) for _ in range(30)]
@@ -200,14 +213,8 @@ def test_a_poison_job_fails_alone_and_its_neighbours_never_do(recovering: Worksp
     with running_pool(tasks.app, concurrency=2, tasks_per_process=20) as pool:
         settle(ws, supervising(pool), [*innocents, poison], "every job to settle")
 
-    job = ws.job(poison)
-    assert job.state == JobState.FAILED
-    assert job.failure is not None
-    assert job.failure.group == "lanner-worker-died"
-    for jid in innocents:
-        job = ws.job(jid)
-        assert job.state == JobState.COMPLETE, states(ws, innocents)
-        assert job.remaining == job.retries, f"{jid} was charged a retry"
+    assert failed_in(ws, poison) == "lanner-worker-died"
+    assert_uncharged(ws, innocents)
 
 
 def test_a_job_stuck_past_its_limit_is_charged_alone(recovering: Workspace) -> None:
@@ -219,16 +226,11 @@ def test_a_job_stuck_past_its_limit_is_charged_alone(recovering: Workspace) -> N
     with running_pool(tasks.app, concurrency=1, tasks_per_process=20) as pool:
         settle(ws, supervising(pool), [*innocents, stuck], "every job to settle")
 
-    job = ws.job(stuck)
-    assert job.state == JobState.FAILED
-    assert job.failure is not None
-    assert job.failure.group == "TimeLimitExceeded"
-    assert "past its time limit" in job.failure.message
-    for jid in innocents:
-        job = ws.job(jid)
-        assert job.state == JobState.COMPLETE, states(ws, innocents)
-        assert job.remaining == job.retries, f"{jid} was charged a retry"
-        assert "worker-died" not in [event.what for event in job.history]
+    assert failed_in(ws, stuck) == "TimeLimitExceeded"
+    assert "past its time limit" in str(ws.job(stuck).failure)
+    assert_uncharged(ws, innocents)
+    for jid in innocents:  # the culprit was known: no death to run alone after
+        assert "worker-died" not in [event.what for event in ws.job(jid).history]
 
 
 def test_a_warm_shutdown_finishes_every_job_in_flight(ws: Workspace) -> None:
