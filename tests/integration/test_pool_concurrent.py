@@ -76,6 +76,25 @@ class Poison(Task):
         os.kill(os.getpid(), 9)
 
 
+class Forker(Task):
+    # forks, and returns in both processes after an await
+
+    app = app
+    queue = "work"
+    max_retries = 0
+
+    async def run_task(self, neighbours):
+        for _ in range(2000):
+            if len(STARTED) >= neighbours:
+                break
+            await asyncio.sleep(0.01)
+        pid = os.fork()
+        await asyncio.sleep(0.2)
+        record("forked-end" if pid == 0 else "end", self.task_id)
+        if pid:
+            os.waitpid(pid, 0)
+
+
 class Stuck(Task):
     app = app
     queue = "work"
@@ -257,3 +276,21 @@ def test_sync_jobs_waiting_for_a_thread_go_to_a_process_with_one(ws: Workspace) 
     lines = ws.lines()
     assert len({line.pid for line in lines if line.what == "start"}) == 2, "one process hoarded"
     assert peak_at_once(lines, dozes) == 1  # one thread each: never two at once in a process
+
+
+def test_a_copy_forked_by_a_task_runs_no_other_job(recovering: Workspace) -> None:
+    ws = recovering
+    tasks = ws.write_module(TASKS, queues=QUEUES)
+    neighbours = [tasks.Nap.publish(None, 0.5) for _ in range(5)]
+    forker = tasks.Forker.publish(None, 5)
+
+    with running_pool(tasks.app, concurrency=1, tasks_per_process=10) as pool:
+        settle(ws, supervising(pool), [*neighbours, forker], "every job to settle")
+
+    assert_uncharged(ws, neighbours)
+    assert ws.job(forker).state == JobState.COMPLETE
+    pids = {line.pid for line in ws.lines("start")}
+    assert len(pids) == 1
+    for jid in neighbours:  # each ended once, in the worker, never in the forked copy
+        assert [line.pid for line in ws.lines("end", jid)] == list(pids)
+    assert {line.pid for line in ws.lines("end", forker)} == pids

@@ -34,9 +34,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import logging
+import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -156,8 +159,15 @@ class ConcurrentLoop(WorkerLoop):
     def run(self) -> str:
         """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
         loop = _new_event_loop()
+        # A task that forks leaves a copy of this loop in the child: it must run no other
+        # job there, nor act as the worker. The copy's loop stops after its current turn,
+        # and any of its paths back to the worker's code leaves at once (_exit_if_forked).
+        os.register_at_fork(after_in_child=functools.partial(_stop_if_running, weakref.ref(loop)))
         try:
             return loop.run_until_complete(self._run())
+        except RuntimeError:
+            self._exit_if_forked()  # "Event loop stopped before Future completed", in a copy
+            raise
         finally:
             loop.close()
             for pool in (self._pop_thread, self._engine_thread, self._task_threads):
@@ -216,6 +226,7 @@ class ConcurrentLoop(WorkerLoop):
             return self.limit_reached()
         popping, self._popping = self._popping or self._pop_soon(free), None
         queue, jobs = await popping
+        self._exit_if_forked()
         if jobs is None:  # a queue of sync jobs while every thread is busy
             await self._wait_for_change(SLOT_WAIT_SEC)
             return self.limit_reached()
@@ -416,6 +427,8 @@ class ConcurrentLoop(WorkerLoop):
             if current is not None:
                 current.uncancel()
             raise flight.error from None
+        finally:
+            self._exit_if_forked()  # a copy the task forked, back from it
 
     async def _in_thread(
         self,
@@ -446,6 +459,7 @@ class ConcurrentLoop(WorkerLoop):
                 with flight.lock:
                     flight.thread = None
                 interrupt.forget_in_thread(ident)  # a stop that came too late
+                self._exit_if_forked()  # a copy the task forked, back from it
 
         return await asyncio.get_running_loop().run_in_executor(self._task_threads, body)
 
@@ -459,12 +473,14 @@ class ConcurrentLoop(WorkerLoop):
         """Run an engine call (or a chore made of them: a failure settled through the
         task's hooks) in the engine thread, in this job's context (`current_job()`)."""
         context_now = contextvars.copy_context()
+        self._exit_if_forked()  # a copy of this loop never touches the store
         return await asyncio.get_running_loop().run_in_executor(
             self._engine_thread, context_now.run, action, *args
         )
 
     async def _pop_call(self, action: Callable[..., T], *args: Any) -> T:
         """Run a pop (or a selection, which asks the engine) in the pop thread."""
+        self._exit_if_forked()
         return await asyncio.get_running_loop().run_in_executor(self._pop_thread, action, *args)
 
     async def _settle_often(self) -> None:
@@ -534,6 +550,12 @@ class ConcurrentLoop(WorkerLoop):
         if flight is not None and flight.stop(JobCancelled(f"job {jid}: {why}")):
             logger.warning("job %s: %s; its task is stopped", jid, why)
             self.reporter.stopping(jid, why)
+
+
+def _stop_if_running(loop: weakref.ref[asyncio.AbstractEventLoop]) -> None:
+    running = loop()
+    if running is not None and running.is_running():
+        running.stop()
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
