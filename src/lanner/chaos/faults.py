@@ -82,6 +82,8 @@ class Harness(Protocol):
 
     def held_by(self, pids: list[int]) -> list[str]: ...
 
+    def store_free(self) -> bool: ...
+
     def incomplete(self, jids: set[str]) -> set[str]: ...
 
     def grace(self) -> float: ...
@@ -111,11 +113,12 @@ class Fault:
         """Undo what is still in force when a run ends early (the pool died, time ran out)."""
 
 
-def pick_child(run: Harness, *, busy: bool | None) -> int | None:
+def pick_child(run: Harness, *, busy: bool | None, spare_repeats: bool = False) -> int | None:
     """A random live, running worker process that is not inside a poison task.
 
     `busy`: True, only one inside a normal job (None if there is none now); False, only
-    one outside every task; None, any.
+    one outside every task; None, any. With `spare_repeats`, a process inside no normal job
+    but ones that run again (started before) is not busy.
     """
     supervisor = run.supervisor
     if supervisor is None:
@@ -125,16 +128,25 @@ def pick_child(run: Harness, *, busy: bool | None) -> int | None:
         proc = procs.info(pid)
         if proc is None or proc.state == "T" or run.ledger.running_poison(pid):
             continue
-        inside = run.ledger.running_job(pid) is not None
+        inside = any(
+            not spare_repeats or len(run.ledger.starts_of(jid)) == 1
+            for jid in run.ledger.running_jobs(pid)
+        )
         if busy is None or busy == inside:
             candidates.append(pid)
     return run.rng.choice(candidates) if candidates else None
 
 
 def kill_child(run: Harness, cause: str, *, idle_too: bool = False) -> Kill | None:
-    """kill -9 of a worker inside a normal job (or any worker, with `idle_too`)."""
+    """kill -9 of a worker inside a normal job (or any worker, with `idle_too`).
+
+    A job that runs again is spared: a process inside no other is not picked. A job in
+    flight beside others when its process died runs alone afterwards, charged for each
+    death then (docs/reliability.md); a harness that killed whatever ran (at the end of a
+    run, often those jobs alone) would make them end failed, as a poison job does.
+    """
     run.ledger.update()
-    pid = pick_child(run, busy=None if idle_too else True)
+    pid = pick_child(run, busy=None if idle_too else True, spare_repeats=True)
     if pid is None or not procs.send(pid, signal.SIGKILL):
         return None
     kill = Kill(pid, time.time(), cause)
@@ -200,19 +212,25 @@ class StopChild(OneShot):
     The jobs a worker holds are read from the store before the stop, never while it is
     stopped (a stopped SQLite process may hold a lock that readers wait for); once
     stopped, its ledger must show it just past the end of a job. Between two jobs of a
-    batch the loop makes no engine call, so the stop never freezes a transaction. A
-    worker caught elsewhere is continued at once and another one tried. What is asked
+    batch the loop makes no engine call; a process that runs many jobs at once makes them
+    from threads of its own at any moment, so the stop must also find the store free (no
+    SQLite write lock held) or it would stop every worker. A worker caught elsewhere is
+    continued at once and another one tried. What is asked
     for relaxes every RELAX_AFTER seconds without a catch (a pool that completes each job
     at once, or batches of one, never shows the worst moment): `finished` (the worst),
     `unstarted` (mid-batch, fewer finished jobs held), then `outside` (outside any task).
+    A process that runs many jobs at once (`many`) is seldom outside every task, and the
+    worst moment for it is `inside` them, holding them all: that is asked for first.
     The report says which it was.
     """
 
     name = "stop"
-    levels = ("finished", "unstarted", "outside")
 
-    def __init__(self, at: float, seconds: float | None = None) -> None:
+    def __init__(self, at: float, seconds: float | None = None, many: bool = False) -> None:
         super().__init__(at)
+        self.levels: tuple[str, ...] = ("finished", "unstarted", "outside")
+        if many:
+            self.levels = ("inside", *self.levels)
         self.seconds = seconds
         self.stop: Stop | None = None
         self.until = 0.0
@@ -253,7 +271,8 @@ class StopChild(OneShot):
             if procs.send(pid, signal.SIGSTOP) and _wait_stopped(pid):
                 run.ledger.update()
                 moment = self._moment(run, pid, held)
-                if moment in self.levels[: self.levels.index(level) + 1]:
+                wanted = moment in self.levels[: self.levels.index(level) + 1]
+                if wanted and run.store_free():
                     self._stopped(run, now, Stop(pid, time.time(), held), moment)
                     return
             procs.send(pid, signal.SIGCONT)
@@ -264,6 +283,8 @@ class StopChild(OneShot):
         ledger shows where it is only once it is stopped)."""
         if level == "outside":
             return True
+        if level == "inside":
+            return bool(held)
         unstarted = cls._unstarted(run, pid, held)
         finished = sum(1 for jid in held if jid in run.ledger.ended)
         return unstarted and (finished >= FINISHED or level == "unstarted")
@@ -279,7 +300,7 @@ class StopChild(OneShot):
     @classmethod
     def _moment(cls, run: Harness, pid: int, held: tuple[str, ...]) -> str:
         """`finished`, `unstarted` or `outside` (see the class), or `inside` a task."""
-        if pid in run.ledger.current:
+        if run.ledger.inside(pid):
             return "inside"
         last = run.ledger.last_line(pid)
         if last is None or last.what != "end" or not cls._unstarted(run, pid, held):
@@ -296,7 +317,8 @@ class StopChild(OneShot):
         self.until = time.time() + seconds
         finished = sum(1 for jid in stop.held if jid in run.ledger.ended)
         self.begin(run, now, pid=stop.pid, seconds=seconds, held=len(stop.held),
-                   finished_held=finished, moment=moment)  # fmt: skip
+                   finished_held=finished, moment=moment,
+                   in_flight=len(run.ledger.running_jobs(stop.pid)))  # fmt: skip
         self.phase = "stopped"
 
 
