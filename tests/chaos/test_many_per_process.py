@@ -44,3 +44,19 @@ def test_processes_killed_with_many_jobs_in_flight_charge_no_innocent_job(
         if outcome.kind in DEATHS:
             assert (outcome.state, outcome.group) == ("failed", "lanner-worker-died"), outcome
     assert_sound(report)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_process_stopped_inside_many_jobs_repeats_those_alone(chaos: Chaos, engine: str) -> None:
+    # SIGSTOP of a process inside several of its 10 async jobs, for lease + grace + 2 s:
+    # the jobs it ran go to the other process within lease + grace; only those repeat.
+    report = chaos(engine, FaultPlan(stop_at=0.3), jobs=300, sleep=0.05, tasks_per_process=10)
+    details = f"{report.figure_line()}\nproblems: {report.problems()}\nfiles: {report.folder}"
+    assert report.stops == 1, details
+    stop = report.incident("stop")
+    assert stop["moment"] == "inside", stop
+    assert stop["in_flight"] >= 1, stop
+    assert_sound(report)
+    worst = report.stop_redelivery_max
+    if worst is not None and not report.stop_blocked:
+        assert worst <= report.lease + report.grace + 2.0, sorted(report.stop_redelivery)[-3:]

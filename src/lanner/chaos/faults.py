@@ -50,6 +50,10 @@ class Stop:
     held: tuple[str, ...]  # jobs the store showed the stopped worker holding
     resumed: float | None = None
     killed_meanwhile: bool = False
+    takeover_at: float = 0.0  # when its locks and the grace after them have run out
+    # whether no other worker was free (each inside a poison task) from then until it was
+    # continued, so that none could take its jobs over; None: not seen
+    blocked: bool | None = None
 
 
 @dataclass
@@ -114,7 +118,8 @@ class Fault:
 
 
 def pick_child(run: Harness, *, busy: bool | None, spare_repeats: bool = False) -> int | None:
-    """A random live, running worker process that is not inside a poison task.
+    """A random live, running worker process that is not inside a poison task, nor the
+    one a stop fault stopped (even once continued: one fault at a time on a process).
 
     `busy`: True, only one inside a normal job (None if there is none now); False, only
     one outside every task; None, any. With `spare_repeats`, a process inside no normal job
@@ -124,9 +129,10 @@ def pick_child(run: Harness, *, busy: bool | None, spare_repeats: bool = False) 
     if supervisor is None:
         return None
     candidates = []
+    stopped = {stop.pid for stop in run.stops}
     for pid in supervisor.children():
         proc = procs.info(pid)
-        if proc is None or proc.state == "T" or run.ledger.running_poison(pid):
+        if proc is None or proc.state == "T" or pid in stopped or run.ledger.running_poison(pid):
             continue
         inside = any(
             not spare_repeats or len(run.ledger.starts_of(jid)) == 1
@@ -215,10 +221,17 @@ class StopChild(OneShot):
     batch the loop makes no engine call; a process that runs many jobs at once makes them
     from threads of its own at any moment, so the stop must also find the store free (no
     SQLite write lock held) or it would stop every worker. A worker caught elsewhere is
-    continued at once and another one tried. What is asked
-    for relaxes every RELAX_AFTER seconds without a catch (a pool that completes each job
-    at once, or batches of one, never shows the worst moment): `finished` (the worst),
-    `unstarted` (mid-batch, fewer finished jobs held), then `outside` (outside any task).
+    continued at once and another one tried. No stop starts while a worker is inside a
+    poison task: one that ignores its time limit holds its process until the supervisor
+    kills it, `TIME_LIMIT_GRACE_SEC` later (longer than the stop, see `run`), and a small
+    pool would then have no worker left to take the stopped one's jobs at lease + grace.
+    Such a task may still start during the stop: from lease + grace on, the stop notes
+    whether any other worker was free to take the jobs over (`Stop.blocked`).
+
+    What is asked for relaxes every RELAX_AFTER seconds without a catch (a pool that
+    completes each job at once, or batches of one, never shows the worst moment):
+    `finished` (the worst), `unstarted` (mid-batch, fewer finished jobs held), then
+    `outside` (outside any task).
     A process that runs many jobs at once (`many`) is seldom outside every task, and the
     worst moment for it is `inside` them, holding them all: that is asked for first.
     The report says which it was.
@@ -245,10 +258,14 @@ class StopChild(OneShot):
         elif self.phase == "stopped" and self.stop is not None:
             if not procs.alive(self.stop.pid):
                 self.stop.killed_meanwhile = True
+            if time.time() >= self.stop.takeover_at and self.stop.blocked is not False:
+                run.ledger.update()
+                self.stop.blocked = not _free_worker(run, self.stop.pid)
             if now >= self.until or self.stop.killed_meanwhile:
                 procs.send(self.stop.pid, signal.SIGCONT)
                 self.stop.resumed = time.time()
-                self.finish(now, resumed=self.stop.resumed, killed=self.stop.killed_meanwhile)
+                self.finish(now, resumed=self.stop.resumed, killed=self.stop.killed_meanwhile,
+                            blocked=self.stop.blocked)  # fmt: skip
 
     def end(self, run: Harness) -> None:
         if self.phase == "stopped" and self.stop is not None:
@@ -256,6 +273,9 @@ class StopChild(OneShot):
             self.stop.resumed = time.time()
 
     def _try_stops(self, run: Harness, now: float, level: str) -> None:
+        run.ledger.update()
+        if _poisoned(run):
+            return  # the pool could not take the stopped worker's jobs over: next tick
         for _ in range(STOP_ATTEMPTS):
             run.ledger.update()
             pid = pick_child(run, busy=None)
@@ -315,11 +335,29 @@ class StopChild(OneShot):
         if seconds is None:
             seconds = run.lease() + run.grace() + 2.0
         self.until = time.time() + seconds
+        stop.takeover_at = stop.when + run.lease() + run.grace()
         finished = sum(1 for jid in stop.held if jid in run.ledger.ended)
         self.begin(run, now, pid=stop.pid, seconds=seconds, held=len(stop.held),
                    finished_held=finished, moment=moment,
                    in_flight=len(run.ledger.running_jobs(stop.pid)))  # fmt: skip
         self.phase = "stopped"
+
+
+def _poisoned(run: Harness) -> bool:
+    """Whether a worker process of the pool is inside a poison task."""
+    supervisor = run.supervisor
+    return supervisor is not None and any(
+        run.ledger.running_poison(pid) for pid in supervisor.children()
+    )
+
+
+def _free_worker(run: Harness, stopped: int) -> bool:
+    """Whether a live worker process other than `stopped` is outside every poison task."""
+    supervisor = run.supervisor
+    if supervisor is None:
+        return False
+    others = [pid for pid in supervisor.children() if pid != stopped]
+    return any(not run.ledger.running_poison(pid) for pid in others)
 
 
 def _wait_stopped(pid: int, timeout: float = 1.0) -> bool:

@@ -12,6 +12,8 @@
     redelivery       for each normal job a killed worker was inside: the kill to its next start
     respawn          for each worker killed: the kill to the supervisor's next new worker
     stop_redelivery  for the stopped worker: the stop to the next start of each job it held
+    stop_blocked     no other worker was free to take them over when lease + grace ran out
+                     (each inside a poison task): the bound on stop_redelivery does not apply
     poison           each poison job's end: its state, group and the reason in its message
     tracebacks       tracebacks in the worker log other than the poison tasks' own
 
@@ -73,6 +75,7 @@ class Report:
     redelivery: list[float] = field(default_factory=list)
     respawn: list[float] = field(default_factory=list)
     stop_redelivery: list[float] = field(default_factory=list)
+    stop_blocked: bool = False
     lease: float = 0.0
     grace: float = 0.0
     elapsed: float = 0.0
@@ -197,7 +200,8 @@ class Report:
         if p99 is not None and p99 > REDELIVERY_TARGET:
             found.append(f"redelivery p99 {p99:.2f} s > {REDELIVERY_TARGET:g} s")
         worst = self.stop_redelivery_max
-        if worst is not None and worst > self.lease + self.grace + STOP_SLACK:
+        bound = self.lease + self.grace + STOP_SLACK
+        if worst is not None and worst > bound and not self.stop_blocked:
             found.append(f"redelivery after the stop {worst:.1f} s > lease + grace")
         return found
 

@@ -382,6 +382,7 @@ class Run:
         report.redelivery = redeliveries(self.ledger, in_flight)
         report.respawn = [k.respawned - k.when for k in self.kills if k.respawned is not None]
         report.stop_redelivery = stop_redeliveries(self.ledger, self.stops, set(normal))
+        report.stop_blocked = any(stop.blocked for stop in self.stops)
         report.pool_exits = list(self.pool_exits)
         report.poison = account_poison(self, self.work)
         forked = self.ledger.forked_pids
