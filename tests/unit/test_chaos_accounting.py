@@ -1,13 +1,15 @@
 """The chaos harness's accounting when a worker process runs many jobs at once: what the
-ledger shows each process inside, the jobs a kill hit, and the bound on repeats."""
+ledger shows each process inside, the jobs a kill hit, and the bound on repeats; and its
+one-shot faults, one at a time."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import cast
 
 from lanner.chaos import Report
-from lanner.chaos.faults import Kill
+from lanner.chaos.faults import Harness, Incident, Kill, StopChild
 from lanner.chaos.ledger import Ledger
 from lanner.chaos.report import in_flight_at_kills, poison_hits, redeliveries
 
@@ -87,3 +89,23 @@ def test_an_innocent_job_in_a_failure_group_is_a_problem() -> None:
     ]
     assert "t=5 " in report.figure_line()
     assert "innocent_failed=1 " in report.figure_line()
+
+
+class HalfDone:
+    """A run half done, as a one-shot fault sees it."""
+
+    def __init__(self) -> None:
+        self.incidents: list[Incident] = []
+
+    def progress(self) -> float:
+        return 0.5
+
+
+def test_a_one_shot_fault_waits_for_the_one_under_way_to_end() -> None:
+    run = HalfDone()
+    stop = StopChild(0.2)
+    assert stop.due(cast(Harness, run))
+    run.incidents.append(Incident("redis-outage", started=1.0))
+    assert not stop.due(cast(Harness, run))
+    run.incidents[0].ended = 61.0
+    assert stop.due(cast(Harness, run))

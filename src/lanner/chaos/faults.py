@@ -2,8 +2,9 @@
 
 Each fault is a small state machine that the harness ticks about 20 times a second from
 one thread, so faults never race each other. One-shot faults fire when a fraction of the
-normal jobs has ended (so they land mid-work whatever the machine's speed); the periodic
-kill fires every K seconds while work remains. Faults done to the supervisor and the
+normal jobs has ended (so they land mid-work whatever the machine's speed), one at a time
+(a fault due while another is under way waits for its end); the periodic kill fires every
+K seconds while work remains. Faults done to the supervisor and the
 store are in `lanner.chaos.outages`.
 
     KillEvery         kill -9 of a random worker process (a child of the supervisor) inside a
@@ -185,7 +186,8 @@ class KillEvery(Fault):
 
 
 class OneShot(Fault):
-    """A fault that fires once, when `at` of the normal jobs have ended."""
+    """A fault that fires once, when `at` of the normal jobs have ended and no other
+    one-shot fault is under way."""
 
     def __init__(self, at: float) -> None:
         self.at = at
@@ -206,7 +208,11 @@ class OneShot(Fault):
         self.done = True
 
     def due(self, run: Harness) -> bool:
-        return self.phase == "armed" and run.progress() >= self.at
+        """Armed, its moment come, and no other one-shot fault under way: one at a time,
+        so that each costs only its own (a stop's jobs cannot be taken over while the store
+        is away, for one)."""
+        under_way = any(incident.ended is None for incident in run.incidents)
+        return self.phase == "armed" and run.progress() >= self.at and not under_way
 
 
 class StopChild(OneShot):
