@@ -15,10 +15,12 @@ server thread must not be copied into them) on a free loopback port, with dummy 
 credentials in the environment so that boto3 never reaches AWS. Without moto the tests
 that need it are skipped, or fail under CI. `sqs_fresh_url` gives each test its own
 queue prefix (moto slows as a queue grows: tests keep their queues shallow and apart).
+`sqs_denying_url` is another moto server, one that denies every request's credentials.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -175,29 +177,25 @@ def _serves(port: int) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def sqs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """An SQS endpoint for the session: LANNER_SQS_URL, or moto's server on loopback."""
-    external = os.environ.get("LANNER_SQS_URL")
-    if external:
-        yield external
-        return
+def _need_moto() -> None:
     if importlib.util.find_spec("moto") is None or importlib.util.find_spec("boto3") is None:
         message = "moto[server] and boto3 are not installed: the SQS engine's tests need them"
         if os.environ.get("CI") == "true":
             pytest.fail(message + " (pip install -e '.[dev]')")
         pytest.skip(message)
-    saved = {name: os.environ.get(name) for name in (*_DUMMY_AWS, "AWS_PROFILE")}
-    os.environ.update(_DUMMY_AWS)
-    os.environ.pop("AWS_PROFILE", None)
+
+
+@contextlib.contextmanager
+def _moto_server(log: Path, environment: dict[str, str] | None = None) -> Iterator[str]:
+    """moto's server on a free loopback port while inside: its sqs:// URL."""
     port = _free_port()
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
     with log.open("wb") as output:
         server = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
+            env={**os.environ, **(environment or {})},
         )
     try:
         deadline = time.monotonic() + START_TIMEOUT * 3
@@ -213,11 +211,38 @@ def sqs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+@pytest.fixture(scope="session")
+def sqs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An SQS endpoint for the session: LANNER_SQS_URL, or moto's server on loopback."""
+    external = os.environ.get("LANNER_SQS_URL")
+    if external:
+        yield external
+        return
+    _need_moto()
+    saved = {name: os.environ.get(name) for name in (*_DUMMY_AWS, "AWS_PROFILE")}
+    os.environ.update(_DUMMY_AWS)
+    os.environ.pop("AWS_PROFILE", None)
+    try:
+        with _moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as url:
+            yield url
+    finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@pytest.fixture(scope="session")
+def sqs_denying_url(sqs_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's SQS server checking credentials, which knows none: it denies the tests' own
+    (InvalidClientTokenId), as AWS denies unknown or revoked keys."""
+    _need_moto()
+    log = tmp_path_factory.mktemp("moto-denying") / "moto.log"
+    with _moto_server(log, {"INITIAL_NO_AUTH_ACTION_COUNT": "0"}) as url:
+        yield url
 
 
 @pytest.fixture

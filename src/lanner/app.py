@@ -89,6 +89,10 @@ class App:
         elif key:
             self.pickle_codec = SignedPickleCodec(key)
         self._lock = threading.Lock()
+        self.one_shot = False
+        """Set before the engine is opened by a command that runs once (the command line's):
+        a store that cannot be reached then fails it within seconds, where a worker or a
+        publisher retries through a restart (`open_engine`'s `one_shot`)."""
 
     def __repr__(self) -> str:
         return f"App(broker={shown_url(self.settings.broker)!r})"
@@ -99,7 +103,7 @@ class App:
         if self._engine is None:
             with self._lock:
                 if self._engine is None:
-                    self._engine = open_engine(self.settings.broker)
+                    self._engine = open_engine(self.settings.broker, one_shot=self.one_shot)
         return self._engine
 
     @property
@@ -168,7 +172,7 @@ class App:
         *,
         queue: str = DEFAULT_QUEUE,
         max_retries: int | None = 4,
-        time_limit: float = 60,
+        time_limit: float | None = None,
         target_runtime: float | None = None,
         priority: int = 0,
         name: str | None = None,
@@ -182,14 +186,20 @@ class App:
         *,
         queue: str = DEFAULT_QUEUE,
         max_retries: int | None = 4,
-        time_limit: float = 60,
+        time_limit: float | None = None,
         target_runtime: float | None = None,
         priority: int = 0,
         name: str | None = None,
         result: bool | None = None,
     ) -> Any:
         """Decorate a function (or an `async def` one) as a task, with or without arguments.
-        `result`: whether its jobs keep what it returns (None: the app's `results`)."""
+
+        `max_retries`: retries after the first failure, with exponential backoff (the
+        settings' `retry_delay`); None or 0: none. `time_limit`: seconds a run may take
+        (None: no limit; its lock is kept by heartbeats as long as it runs).
+        `target_runtime`: seconds past which a run is logged as slow (None: its time limit).
+        `result`: whether its jobs keep what it returns (None: the app's `results`).
+        docs/tasks.md has the table of defaults."""
         options = TaskOptions(
             queue, max_retries, time_limit, target_runtime, priority, name, result
         )
@@ -296,9 +306,10 @@ class App:
 
     def _check_time_limit(self, task: type[Task], queue: str) -> None:
         config = self.queue_config(queue)
-        if config is not None and task.time_limit >= config.visibility_timeout_sec:
+        limit = task.time_limit
+        if config is not None and limit is not None and limit >= config.visibility_timeout_sec:
             raise InvalidTimeLimitTaskException(
-                f"{task.name}: time_limit {task.time_limit} s must be shorter than queue "
+                f"{task.name}: time_limit {limit} s must be shorter than queue "
                 f"{queue!r}'s visibility_timeout_sec {config.visibility_timeout_sec} s"
             )
 

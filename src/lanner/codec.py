@@ -25,7 +25,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from lanner.errors import ArgumentError, BadSignature, DecodeError, MalformedArgument, ResultError
+from lanner.errors import (
+    ArgumentError,
+    BadSignature,
+    DecodeError,
+    MalformedArgument,
+    ResultError,
+    ResultTooLarge,
+)
+from lanner.values import utf8_size
 
 ENVELOPE_VERSION: Final = 1
 
@@ -117,14 +125,23 @@ class SignedPickleCodec:
         return Payload(tuple(args), kwargs, app_data)
 
 
-def encode_result(value: Any, task: str) -> str:
-    """A task's return value as the JSON text its job keeps, or `ResultError` saying why not."""
+def encode_result(value: Any, task: str, limit: int) -> str:
+    """A task's return value as the JSON text its job keeps, or `ResultError` saying why not:
+    `ResultTooLarge` for text over `limit` UTF-8 bytes (the engine's `max_data_bytes`),
+    which the engine would refuse when the job is completed."""
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError, RecursionError) as error:
         raise ResultError(
             f"{task} returned {type(value).__name__}, which cannot be kept as JSON: {error}"
         ) from None
+    size = utf8_size(text)
+    if size > limit:
+        raise ResultTooLarge(
+            f"{task} returned {type(value).__name__} of {size} bytes as JSON; "
+            f"this engine keeps at most {limit}"
+        )
+    return text
 
 
 def decode(data: str, job: JobIdentity, pickle_codec: SignedPickleCodec | None = None) -> Payload:

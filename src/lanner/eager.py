@@ -41,7 +41,8 @@ def run_eagerly(app: App, new: NewJob) -> JobHandle:
         task_class, payload, args, kwargs = admit(job, app.max_data_bytes, app)
         task = task_class(job, payload)
         value = task.run(*args, **kwargs)
-        result = encode_result(value, task_class.name) if task_class.keeps_result(app) else None
+        keeps = task_class.keeps_result(app)
+        result = encode_result(value, task_class.name, app.max_data_bytes) if keeps else None
     except Rejected as rejected:
         return _failed(app, job, rejected.group, rejected.message, None)
     except ResultError as error:

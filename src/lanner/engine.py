@@ -527,6 +527,8 @@ class Engine(EngineHooks):
             checks.limit_value(limit[1], setting.value)
         if lease_queue(setting.key) is None:
             self._require(Capability.CONFIG, f"config_set({setting.key!r})")
+        if lease_queue(setting.key) is not None or setting.key in checks.LEASE_SETTINGS:
+            checks.lease_value(setting.key, setting.value)
         self._config_set(setting, values.now(now))
 
     def config_unset(self, key: str, *, now: float | None = None) -> None:

@@ -8,8 +8,11 @@ LannerError
 │   │   └── ChubbyTaskException    Kale's name, raised by publishing
 │   ├── ArgumentError              a task argument the codec cannot carry
 │   │   └── ResultError            a task's return value JSON cannot carry
+│   │       └── ResultTooLarge     ... or that is larger than the engine keeps
 │   ├── ConfigError                a setting, a settings module or a queue config file is wrong
 │   │                              (Kale's name for it: ImproperlyConfiguredException)
+│   ├── TimeOutOfRange             a delay, interval, lease or time past lanner's bounds
+│   │                              (`lanner.limits`: a job due more than ten years ahead)
 │   ├── InvalidTaskDelayException  Kale's: a publish asked for a delay the queue cannot honour
 │   └── InvalidTimeLimitTaskException
 │                                  Kale's: a task's time limit does not fit its queue's lease
@@ -18,7 +21,10 @@ LannerError
 ├── InvalidState                   the job is in the wrong state for the command
 │   └── LockLost                   the job is not running under this worker (or queue) any more
 ├── EngineUnavailable              the store cannot be reached now (retrying later may work)
-├── SchemaError                    the store was written by an incompatible lanner
+├── StoreMisconfigured             the store refuses lanner as configured (a wrong password,
+│   │                              a file that is not a database): waiting cannot fix it
+│   └── SchemaError                the store was written by another application, or by an
+│                                  incompatible lanner
 ├── DecodeError                    a job's data cannot become task arguments; `group` says why
 │   └── BadSignature               a signed payload whose signature does not match
 ├── TaskException                  Kale's: about running tasks
@@ -112,6 +118,13 @@ class ResultError(ArgumentError):
     group = "lanner-unserializable-result"
 
 
+class ResultTooLarge(ResultError):
+    """A task's return value, as JSON, is larger than the engine keeps (its
+    `max_data_bytes`); the job fails into `group`."""
+
+    group = "lanner-result-too-large"
+
+
 class ConfigError(MalformedArgument):
     """A configuration value is wrong: in a queue config file, a settings module, the environment.
 
@@ -152,6 +165,11 @@ ImproperlyConfiguredException = ConfigError
 """Kale's name for a configuration error."""
 
 
+class TimeOutOfRange(MalformedArgument):
+    """A delay, interval, lease or Unix time past lanner's bounds (`lanner.limits`): a job
+    due more than ten years ahead, or at a date no one could show; nothing was stored."""
+
+
 class InvalidTaskDelayException(MalformedArgument):
     """A publish asked for a delay the queue cannot honour (Kale's name)."""
 
@@ -189,8 +207,16 @@ class EngineUnavailable(LannerError):
     """The engine's store could not be reached (after the engine's own retries)."""
 
 
-class SchemaError(LannerError):
-    """The store's schema cannot be used by this version of lanner."""
+class StoreMisconfigured(LannerError):
+    """The store answered, and refuses lanner as configured: a wrong or missing password, a
+    user without the permissions lanner needs, credentials the service rejects, a file that
+    is not a database. Unlike `EngineUnavailable`, waiting cannot fix it: a worker pool
+    stops with it rather than wait. The message names the store (never its password) and
+    what to fix."""
+
+
+class SchemaError(StoreMisconfigured):
+    """The store's schema cannot be used by this version of lanner (or is not lanner's)."""
 
 
 class DecodeError(LannerError):

@@ -37,7 +37,8 @@ class HistoryEvent:
     """One entry of a job's history: `what` happened `when`, with details.
 
     Engines write `put` (details: `q`), `popped` (`worker`), `done`, `failed` (`group`),
-    `timed-out`, and whatever `log` is given. The first entry is kept when the history
+    `retried` (`worker`, `group` if given), `released`, `timed-out`, and whatever `log`
+    is given. The first entry is kept when the history
     is capped at `max-job-history` entries.
     """
 

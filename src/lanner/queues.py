@@ -34,6 +34,7 @@ from typing import Final
 
 import yaml
 
+from lanner import limits
 from lanner.errors import ConfigError, InvalidName
 from lanner.names import queue_name
 
@@ -84,8 +85,12 @@ class QueueConfig:
             queue_name(self.name)
         except InvalidName as error:
             raise ConfigError(str(error), field="name") from None
-        for name, minimum in (("priority", 1), ("batch_size", 1), ("num_iterations", 1)):
-            _check_int(self.name, name, getattr(self, name), minimum)
+        for name, minimum, maximum in (
+            ("priority", 1, limits.MAX_QUEUE_PRIORITY),
+            ("batch_size", 1, limits.MAX_BATCH_SIZE),
+            ("num_iterations", 1, limits.MAX_NUM_ITERATIONS),
+        ):
+            _check_int(self.name, name, getattr(self, name), minimum, maximum)
         for name, minimum in (
             ("max_concurrency", 1),
             ("retries", 0),
@@ -94,11 +99,10 @@ class QueueConfig:
             ("max_item_size", 0),
         ):
             if getattr(self, name) is not None:
-                _check_int(self.name, name, getattr(self, name), minimum)
+                _check_int(self.name, name, getattr(self, name), minimum, limits.MAX_INTEGER)
         if self.max_age is not None:
-            object.__setattr__(
-                self, "max_age", _check_number(self.name, "max_age", self.max_age, False)
-            )
+            max_age = _check_number(self.name, "max_age", self.max_age, False, limits.MAX_DELAY_SEC)
+            object.__setattr__(self, "max_age", max_age)
         if self.discard_old_when_full is not None and not isinstance(
             self.discard_old_when_full, bool
         ):
@@ -107,8 +111,11 @@ class QueueConfig:
                 queue=self.name,
                 field="discard_old_when_full",
             )
-        for name, positive in (("visibility_timeout_sec", True), ("long_poll_time_sec", False)):
-            value = _check_number(self.name, name, getattr(self, name), positive)
+        for name, positive, longest in (
+            ("visibility_timeout_sec", True, limits.MAX_LEASE_SEC),
+            ("long_poll_time_sec", False, limits.MAX_LONG_POLL_SEC),
+        ):
+            value = _check_number(self.name, name, getattr(self, name), positive, longest)
             object.__setattr__(self, name, value)
 
     def limits(self) -> dict[str, int | float]:
@@ -124,14 +131,15 @@ class QueueConfig:
                 for key, v in given.items() if v is not None}  # fmt: skip
 
 
-def _check_int(queue: str, name: str, value: object, minimum: int) -> None:
+def _check_int(queue: str, name: str, value: object, minimum: int, maximum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(
             f"{name} must be an int >= {minimum}, not {value!r}", queue=queue, field=name
         )
+    _at_most(queue, name, value, maximum)
 
 
-def _check_number(queue: str, name: str, value: object, positive: bool) -> float:
+def _check_number(queue: str, name: str, value: object, positive: bool, maximum: float) -> float:
     bound = "> 0" if positive else ">= 0"
     if (
         isinstance(value, bool)
@@ -143,7 +151,16 @@ def _check_number(queue: str, name: str, value: object, positive: bool) -> float
         raise ConfigError(
             f"{name} must be a finite number {bound}, not {value!r}", queue=queue, field=name
         )
+    _at_most(queue, name, value, maximum)
     return float(value)
+
+
+def _at_most(queue: str, name: str, value: float, maximum: float) -> None:
+    """The upper bound of a field (lanner.limits): a typo or a wrong unit, not a sane size."""
+    if value > maximum:
+        raise ConfigError(
+            f"{name} must be at most {maximum:.0f}, not {value!r}", queue=queue, field=name
+        )
 
 
 QUEUE_FIELDS: Final = tuple(f.name for f in fields(QueueConfig))

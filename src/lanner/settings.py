@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final
 
-from lanner import kale
+from lanner import kale, limits
 from lanner.errors import ConfigError
 from lanner.queues import DEFAULT_QUEUES, QueueConfig, load_queue_config
 
@@ -157,23 +157,40 @@ def _selector(value: object, name: str) -> str:
     return kale.SELECTOR_PATHS.get(text, text)
 
 
-def _seconds(value: object, name: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-    ):
-        raise ConfigError(f"{name} must be a finite number >= 0, not {value!r}", field=name)
-    return float(value)
+def _seconds(maximum: float) -> Callable[[object, str], float]:
+    """The check of a number of seconds from 0 to `maximum` (lanner.limits)."""
+
+    def check(value: object, name: str) -> float:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise ConfigError(f"{name} must be a finite number >= 0, not {value!r}", field=name)
+        _at_most(value, maximum, name)
+        return float(value)
+
+    return check
 
 
-def _count(value: object, name: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be an int >= 1 or None, not {value!r}", field=name)
-    return value
+def _count(maximum: int) -> Callable[[object, str], int | None]:
+    """The check of an optional count from 1 to `maximum` (lanner.limits)."""
+
+    def check(value: object, name: str) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be an int >= 1 or None, not {value!r}", field=name)
+        _at_most(value, maximum, name)
+        return value
+
+    return check
+
+
+def _at_most(value: float, maximum: float, name: str) -> None:
+    if value > maximum:
+        raise ConfigError(f"{name} must be at most {maximum:.0f}, not {value!r}", field=name)
 
 
 def _key(value: object, name: str) -> bytes | None:
@@ -213,14 +230,14 @@ _CHECKS: Final[Mapping[str, Callable[[object, str], object]]] = {
     "broker": _text,
     "queue_config": _path,
     "queue_selector": _selector,
-    "retry_delay_multiple_sec": _seconds,
-    "retry_delay_max_sec": _seconds,
-    "die_on_resident_set_size_mb": _count,
-    "max_tasks_per_child": _count,
-    "tasks_per_process": _count,
-    "threads": _count,
-    "shutdown_timeout_sec": _seconds,
-    "time_limit_grace_sec": _seconds,
+    "retry_delay_multiple_sec": _seconds(limits.MAX_DELAY_SEC),
+    "retry_delay_max_sec": _seconds(limits.MAX_DELAY_SEC),
+    "die_on_resident_set_size_mb": _count(limits.MAX_MEMORY_MB),
+    "max_tasks_per_child": _count(limits.MAX_TASKS_PER_CHILD),
+    "tasks_per_process": _count(limits.MAX_TASKS_PER_PROCESS),
+    "threads": _count(limits.MAX_THREADS),
+    "shutdown_timeout_sec": _seconds(limits.MAX_SHUTDOWN_TIMEOUT_SEC),
+    "time_limit_grace_sec": _seconds(limits.MAX_TIME_LIMIT_GRACE_SEC),
     "pickle_hmac_key": _key,
     "imports": _imports,
     "on_worker_startup": _callback,

@@ -94,11 +94,12 @@ class Task:
     """The queue the task is published to (Kale: required; lanner: defaults to 'default')."""
     max_retries: ClassVar[int | None] = 4
     """Retries after the first failure; None or 0: none."""
-    time_limit: ClassVar[float] = 60
+    time_limit: ClassVar[float | None] = 60
     """Seconds a run may take: then `TimeLimitExceeded` is raised inside it; a run still going
-    `TIME_LIMIT_GRACE_SEC` later has its process killed."""
-    target_runtime: ClassVar[float] = 50
-    """Seconds after which `_alert_runtime_exceeded` is called (an alert only)."""
+    `TIME_LIMIT_GRACE_SEC` later has its process killed. None: no limit (Kale's classes
+    default to 60; `@app.task` functions to None)."""
+    target_runtime: ClassVar[float | None] = 50
+    """Seconds after which `_alert_runtime_exceeded` is called (an alert only); None: never."""
     priority: ClassVar[int] = 0
     """Priority of its jobs within the queue (higher first)."""
     EXCEPTION_LIST: ClassVar[tuple[type[BaseException], ...]] = (

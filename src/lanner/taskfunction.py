@@ -29,8 +29,8 @@ class TaskOptions(NamedTuple):
 
     queue: str
     max_retries: int | None
-    time_limit: float
-    target_runtime: float | None
+    time_limit: float | None  # None: no time limit
+    target_runtime: float | None  # None: the time limit
     priority: int
     name: str | None
     result: bool | None

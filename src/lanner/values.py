@@ -1,8 +1,9 @@
 """The value rules of engine arguments: counts, seconds, times, JSON text, messages.
 
 Each check returns the value (as the type engines store) or raises `MalformedArgument`
-(`PayloadTooLarge` for JSON text over the limit) naming the argument. Names and labels
-follow their own rule, in `lanner.names`.
+(`PayloadTooLarge` for JSON text over the limit, `TimeOutOfRange` for a delay or a time
+past its bound in `lanner.limits`) naming the argument. Names and labels follow their own
+rule, in `lanner.names`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,9 @@ import math
 import time
 from typing import Any, Final
 
-from lanner.errors import MalformedArgument, PayloadTooLarge
+from lanner.errors import MalformedArgument, PayloadTooLarge, TimeOutOfRange
+from lanner.limits import MAX_DELAY_SEC, MAX_INTEGER, MAX_TIMESTAMP
 from lanner.names import label
-
-MAX_INTEGER: Final = 10**14 - 1
-"""The largest integer every engine keeps exactly: 14 digits, what Redis's Lua JSON
-encoder writes of a number (a Lua number is a double, exact to 2**53)."""
 
 
 def integer(value: object, what: str, minimum: int | None = None) -> int:
@@ -40,9 +38,38 @@ def seconds(value: object, what: str) -> float:
     return float(value)
 
 
+def delay(value: object, what: str = "delay") -> float:
+    """Seconds until a job is due: `seconds`, at most MAX_DELAY_SEC (ten years), so that
+    every engine stores the due date and every display shows it."""
+    checked = seconds(value, what)
+    if checked > MAX_DELAY_SEC:
+        raise TimeOutOfRange(
+            f"{what} must be at most {MAX_DELAY_SEC:.0f} seconds (ten years), not {value!r}"
+        )
+    return checked
+
+
+def lease(value: object, what: str) -> float:
+    """A lock's length (`heartbeat`, `<queue>-heartbeat`, `grace-period`): a number of
+    seconds (below 0 too, as qless takes it: a lock already run out), at most
+    MAX_DELAY_SEC, so that every engine stores when it runs out and every display shows it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MalformedArgument(f"{what} must be a finite number of seconds, not {value!r}")
+    if value > MAX_DELAY_SEC:
+        raise TimeOutOfRange(
+            f"{what} must be at most {MAX_DELAY_SEC:.0f} seconds (ten years), not {value!r}"
+        )
+    return float(value)
+
+
 def timestamp(value: object, what: str = "now") -> float:
+    """A Unix time, up to MAX_TIMESTAMP (the end of year 9999)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise MalformedArgument(f"{what} must be a finite number (a Unix time), not {value!r}")
+    if value > MAX_TIMESTAMP:
+        raise TimeOutOfRange(
+            f"{what} must be a Unix time up to {MAX_TIMESTAMP:.0f} (year 9999), not {value!r}"
+        )
     return float(value)
 
 
@@ -55,11 +82,16 @@ def json_text(value: object, what: str, limit: int) -> str:
     """Return `value` if it is JSON text of at most `limit` UTF-8 bytes."""
     if not isinstance(value, str):
         raise MalformedArgument(f"{what} must be JSON text (a str), not {type(value).__name__}")
-    size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    size = utf8_size(value)
     if size > limit:
         raise PayloadTooLarge(f"{what} is {size} bytes; this engine accepts at most {limit}")
     strict_json(value, what)
     return value
+
+
+def utf8_size(text: str) -> int:
+    """The size of `text` in UTF-8 bytes, as engines' limits count it."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def strict_json(text: str, what: str) -> Any:
@@ -95,8 +127,8 @@ def message(value: object) -> str:
 
 
 def interval(value: object) -> float:
-    """A recurring job's interval: a finite number of seconds above 0."""
-    checked = seconds(value, "interval")
+    """A recurring job's interval: a number of seconds above 0, at most MAX_DELAY_SEC."""
+    checked = delay(value, "interval")
     if checked <= 0:
         raise MalformedArgument("interval must be > 0 seconds")
     return checked

@@ -35,6 +35,34 @@ def test_failure_is_recorded_with_its_group(engine: Engine) -> None:
 
 
 @pytest.mark.requires(Capability.LOOKUP)
+def test_a_retry_is_recorded_with_its_worker_and_group(engine: Engine) -> None:
+    running(engine, "j1", retries=2)
+    engine.retry("j1", "q", "w1", group="ValueError", message="Traceback ...", now=T0 + 1)
+    pop_jids(engine, "q", "w2", now=T0 + 2)
+    engine.retry("j1", "q", "w2", now=T0 + 3)  # no group: as qless's clients may call it
+
+    history = get(engine, "j1", T0 + 3).history
+    assert [(e.what, e.when) for e in history] == [
+        ("put", T0),
+        ("popped", T0),
+        ("retried", T0 + 1),
+        ("popped", T0 + 2),
+        ("retried", T0 + 3),
+    ]
+    assert dict(history[2].details) == {"worker": "w1", "group": "ValueError"}
+    assert dict(history[4].details) == {"worker": "w2"}
+
+
+@pytest.mark.requires(Capability.LOOKUP)
+def test_a_retry_with_none_left_is_recorded_as_the_failure_only(engine: Engine) -> None:
+    running(engine, "j1", retries=0)
+    engine.retry("j1", "q", "w1", group="ValueError", message="Traceback ...", now=T0 + 1)
+    history = get(engine, "j1", T0 + 1).history
+    assert whats(get(engine, "j1", T0 + 1)) == ["put", "popped", "failed"]
+    assert history[-1].details["group"] == "ValueError"
+
+
+@pytest.mark.requires(Capability.LOOKUP)
 def test_lost_lock_is_recorded_as_timed_out(engine: Engine) -> None:
     running(engine, "j1")
     engine.pop("q", "w2", now=T0 + HEARTBEAT)

@@ -21,7 +21,9 @@ from lanner import (
     MalformedArgument,
     NewJob,
     PayloadTooLarge,
+    TimeOutOfRange,
 )
+from lanner.limits import MAX_DELAY_SEC, MAX_TIMESTAMP
 
 from .helpers import T0, get, in_state, require
 
@@ -396,3 +398,76 @@ def test_the_largest_exact_integers_are_kept_exactly(engine: Engine) -> None:
     engine.put("q", "low", "Task", priority=-top, now=T0)
     assert (get(engine, "high").priority, get(engine, "low").priority) == (top, -top)
     assert [job.jid for job in engine.pop("q", "w", 2, now=T0)] == ["high", "low"]
+
+
+# -- times past their bounds --------------------------------------------------------------
+# A job due more than ten years ahead, or at a date no one can show, is refused the same
+# way by every engine (`TimeOutOfRange`), before anything is stored: no display, no engine
+# then meets a date past year 9999.
+
+LATE = MAX_DELAY_SEC + 1
+
+
+def too_late(call: Call, needs: Capability | None = Capability.DELAY) -> Case:
+    return Case(call, TimeOutOfRange, needs)
+
+
+TIME_CASES: dict[str, Case] = {
+    "put-delay": too_late(lambda e: e.put("q", "new", "Task", delay=LATE, now=NOW)),
+    "put-delay-1e12": too_late(lambda e: e.put("q", "new", "Task", delay=1e12, now=NOW)),
+    "put-delay-1e308": too_late(lambda e: e.put("q", "new", "Task", delay=1e308, now=NOW)),
+    "put_many-delay": too_late(
+        lambda e: e.put_many(
+            [NewJob("q", "new", "Task"), NewJob("q", "n2", "Task", delay=LATE)], now=NOW
+        )
+    ),
+    "requeue-delay": too_late(lambda e: e.requeue("q", "wait1", "Task", delay=LATE, now=NOW)),
+    "retry-delay": too_late(lambda e: e.retry("run1", "q", "w1", delay=LATE, now=NOW)),
+    "release-delay": too_late(lambda e: e.release(["run1"], "w1", "q", delay=LATE, now=NOW)),
+    "complete-next-delay": too_late(
+        lambda e: e.complete("run1", "w1", "q", next="q2", delay=LATE, now=NOW)
+    ),
+    "recur-interval": too_late(
+        lambda e: e.recur("q", "r1", "Task", "{}", LATE, now=NOW), Capability.RECURRING
+    ),
+    "recur-offset": too_late(
+        lambda e: e.recur("q", "r1", "Task", "{}", 60, LATE, now=NOW), Capability.RECURRING
+    ),
+    "recur_update-interval": too_late(
+        lambda e: e.recur_update("r1", {"interval": LATE}, now=NOW), Capability.RECURRING
+    ),
+    "queue-lease": too_late(lambda e: e.config_set("q-heartbeat", LATE, now=NOW), None),
+    "lease": too_late(lambda e: e.config_set("heartbeat", LATE, now=NOW), Capability.CONFIG),
+    "grace-period": too_late(
+        lambda e: e.config_set("grace-period", str(LATE), now=NOW), Capability.CONFIG
+    ),
+    "now-past-year-9999": too_late(
+        lambda e: e.put("q", "new", "Task", now=MAX_TIMESTAMP + 1), None
+    ),
+    "expires_at-past-year-9999": too_late(
+        lambda e: e.put_many([NewJob("q", "new", "Task", expires_at=1e300)], now=NOW),
+        Capability.LIMITS,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TIME_CASES))
+def test_a_time_past_its_bound_is_refused_and_changes_nothing(world: Engine, case: str) -> None:
+    check(world, TIME_CASES[case])
+
+
+def test_time_out_of_range_is_a_one_line_malformed_argument(engine: Engine) -> None:
+    require(engine, Capability.DELAY)
+    with pytest.raises(MalformedArgument) as raised:
+        engine.put("q", "new", "Task", delay=1e12, now=NOW)
+    assert isinstance(raised.value, TimeOutOfRange)
+    assert str(raised.value) == (
+        "delay must be at most 315576000 seconds (ten years), not 1000000000000.0"
+    )
+
+
+def test_a_delay_of_ten_years_is_taken(engine: Engine) -> None:
+    require(engine, Capability.DELAY)
+    assert engine.put("q", "far", "Task", delay=MAX_DELAY_SEC, now=NOW) == "far"
+    if Capability.LOOKUP in engine.capabilities:
+        assert get(engine, "far").due == pytest.approx(NOW + MAX_DELAY_SEC)

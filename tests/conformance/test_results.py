@@ -9,7 +9,16 @@ from collections.abc import Callable
 
 import pytest
 
-from lanner import Capability, Engine, InvalidState, Job, JobState, MalformedArgument, NewJob
+from lanner import (
+    Capability,
+    Engine,
+    InvalidState,
+    Job,
+    JobState,
+    MalformedArgument,
+    NewJob,
+    PayloadTooLarge,
+)
 
 from .helpers import T0, completed, failed, get, require, running
 
@@ -75,6 +84,25 @@ def test_bad_results_are_refused_and_nothing_changes(
     with pytest.raises(MalformedArgument):
         call(engine)
     assert get(engine, "a", NOW).state == JobState.RUNNING
+
+
+def test_a_result_too_large_is_refused_by_name_and_its_batch_mates_keep_theirs(
+    engine: Engine,
+) -> None:
+    """Nothing of the call is stored, so the caller still has every result: it completes
+    the batch-mates with theirs, and settles the refused job its own way."""
+    require_results(engine)
+    engine.put_many([NewJob("q", jid, "Task") for jid in ("a", "big", "c")], now=T0)
+    engine.pop("q", "w1", 3, now=T0)
+    big = '"' + "x" * engine.max_data_bytes + '"'
+    small = {"a": "1", "c": '"three"'}
+    with pytest.raises(PayloadTooLarge, match=r"the result of big is \d+ bytes"):
+        engine.complete_many(["a", "big", "c"], "w1", "q", results={**small, "big": big}, now=NOW)
+    assert {get(engine, jid, NOW).state for jid in ("a", "big", "c")} == {JobState.RUNNING}
+    assert engine.complete_many(["a", "c"], "w1", "q", results=small, now=NOW) == ["a", "c"]
+    assert get(engine, "a", NOW).result == "1"
+    assert get(engine, "c", NOW).result == '"three"'
+    assert get(engine, "big", NOW).state == JobState.RUNNING
 
 
 # -- wait ---------------------------------------------------------------------------------

@@ -135,10 +135,14 @@ class Workspace:
 
     # -- `lanner worker` subprocesses -----------------------------------------------------
     def start_worker(
-        self, *args: str, environment: Mapping[str, str] | None = None
+        self,
+        *args: str,
+        environment: Mapping[str, str] | None = None,
+        open_files: int | None = None,
     ) -> subprocess.Popen[bytes]:
         """Run `lanner worker <args>` in its own session, logging to `log_path`, with no
-        lanner configuration in its environment but `environment`."""
+        lanner configuration in its environment but `environment`; with `open_files`,
+        allowed to open no more files than that (RLIMIT_NOFILE)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(self.dir), *filter(None, [env.get("PYTHONPATH")])])
         for variable in ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG"):
@@ -154,6 +158,7 @@ class Workspace:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=None if open_files is None else lambda: _limit_open_files(open_files),
         )
         self._processes.append(process)
         return process
@@ -174,8 +179,24 @@ class Workspace:
             app.close()
 
 
+def _limit_open_files(count: int) -> None:
+    import resource
+
+    resource.setrlimit(
+        resource.RLIMIT_NOFILE, (count, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    )
+
+
 def kill_session(sid: int) -> None:
     """SIGKILL every process of a session (read from /proc)."""
+    for pid in session_processes(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def session_processes(sid: int) -> list[int]:
+    """The live processes of a session (read from /proc; zombies are dead already)."""
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -184,9 +205,9 @@ def kill_session(sid: int) -> None:
         except OSError:
             continue
         fields = stat[stat.rindex(b")") + 2 :].split()  # state ppid pgrp session ...
-        if int(fields[3]) == sid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
+        if int(fields[3]) == sid and fields[0] != b"Z":
+            found.append(int(entry.name))
+    return found
 
 
 @pytest.fixture

@@ -241,6 +241,31 @@ def test_a_lost_lock_stops_the_task_and_the_job_completes_once(
     assert handle.result(timeout=0) == "done"
 
 
+def test_a_task_without_a_time_limit_runs_past_its_lock_and_the_grace(app: App) -> None:
+    """`@app.task` gives no time limit unless asked: no soft limit, no hard kill, its lock
+    (1 s here) kept by heartbeats for as long as it runs (past the 1 s grace too)."""
+    short = QueueConfig("short-lock", visibility_timeout_sec=1, long_poll_time_sec=0.2)
+    knows_it = App(app.settings.broker, settings=app.settings, queues=[short], results=True)
+
+    @knows_it.task(queue=short.name, max_retries=0, name=f"{__name__}.unhurried")
+    def unhurried() -> str:
+        time.sleep(3)
+        return "done"
+
+    handle = unhurried.delay()  # publishes: there is no limit to fit under the lock
+    pool = WorkerPool(knows_it, concurrency=1, queues=[short])
+    pool.start()
+    try:
+        run_until(pool, lambda: handle.state() == JobState.COMPLETE, "the task to finish")
+    finally:
+        pool.terminate(timeout=5)
+    assert handle.result(timeout=0) == "done"
+    job = handle.job()
+    assert job is not None
+    assert [event.what for event in job.history] == ["put", "popped", "done"]  # ran once
+    knows_it.close()
+
+
 # -- unique publishing --------------------------------------------------------------------
 
 

@@ -52,6 +52,16 @@ def test_delay_puts_a_job_with_the_task_defaults(app: App) -> None:
     assert data_of(app, jid) == {"v": 1, "args": ["a@example.com"], "kwargs": {}, "app_data": None}
 
 
+def test_a_delay_past_ten_years_is_refused_and_nothing_is_published(app: App) -> None:
+    @app.task(queue="emails")
+    def send(to: str) -> None: ...
+
+    with pytest.raises(lanner.TimeOutOfRange, match="delay must be at most 315576000 seconds"):
+        send.options(delay=1e12).delay("x")
+    assert isinstance(lanner.TimeOutOfRange("x"), lanner.MalformedArgument)
+    assert app.engine.queue_counts("emails").scheduled == 0
+
+
 def test_options_override_per_publish(app: App) -> None:
     @app.task(queue="emails")
     def send(to: str) -> None: ...
@@ -112,6 +122,32 @@ def test_time_limit_must_fit_the_queue_visibility_timeout(tmp_path: Path) -> Non
 
     with pytest.raises(InvalidTimeLimitTaskException, match="visibility_timeout_sec"):
         slow.delay()
+
+
+def test_decorator_tasks_have_no_time_limit_unless_asked_and_four_retries(
+    tmp_path: Path,
+) -> None:
+    """docs/tasks.md's table of defaults; Kale-style classes keep Kale's."""
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    short = QueueConfig("short", priority=1, visibility_timeout_sec=30)
+    app = App(url, settings=Settings(broker=url), queues=[short])
+
+    @app.task(queue="short")
+    def plain() -> None: ...
+
+    @app.task(queue="short", time_limit=5, max_retries=0)
+    def limited() -> None: ...
+
+    runs = plain.task_class
+    assert (runs.time_limit, runs.target_runtime, runs.max_retries) == (None, None, 4)
+    runs = limited.task_class
+    assert (runs.time_limit, runs.target_runtime, runs.max_retries) == (5, 5, 0)
+    assert (Task.time_limit, Task.target_runtime, Task.max_retries) == (60, 50, 4)
+    # No limit to fit under the queue's 30 s lock: it publishes.
+    job = app.handle(plain.delay()).job()
+    assert job is not None
+    assert job.retries == 4
+    app.close()
 
 
 def test_queue_retries_are_the_default_of_tasks_without_their_own(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -15,9 +16,10 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from lanner import Engine, JobState, operations
+from lanner import Engine, JobState, NewJob, checks, operations
 from lanner.commands import register_admin
 from lanner.commands.failures import first_line
+from lanner.limits import MAX_DELAY_SEC
 from lanner.names import QUEUE_NAME_RULE
 
 KLASS = "myapp.tasks.Work"
@@ -122,6 +124,33 @@ def test_commands_that_look_refuse_to_create_a_missing_store(
     assert f"no store at {url}" in result.output
     assert "does not exist" in result.output
     assert not (tmp_path / "x.db").exists()
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("scheme", ["redis", "sqs"])
+def test_a_store_that_cannot_be_reached_fails_a_command_within_seconds(
+    cli: click.Group, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    """A worker retries through a restart of the store (33 s for Redis); a command run once
+    says at once that it cannot reach it (it took 35 s)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "testing")  # so that SQS is tried, and cannot be reached
+    port = _closed_port()
+    url = {
+        "redis": f"redis://127.0.0.1:{port}/0",
+        "sqs": f"sqs://us-east-1?endpoint_url=http://127.0.0.1:{port}",
+    }[scheme]
+    started = time.monotonic()
+    result = run(cli, url, "status")
+    took = time.monotonic() - started
+    assert result.exit_code == 1, result.output
+    assert "cannot reach" in result.output
+    assert took < 10, f"{took:.1f} s"  # about a second; generous for a busy machine
 
 
 def test_an_empty_broker_counts_as_unset_and_says_so(
@@ -523,6 +552,37 @@ def test_publish_bad_queue_name(cli: click.Group, url: str, task_module: str) ->
     assert QUEUE_NAME_RULE in result.output
 
 
+def test_publish_due_past_ten_years_is_one_line_and_stores_nothing(
+    cli: click.Group, url: str, engine: Engine, task_module: str
+) -> None:
+    for delay in ("1e308", "1e12", str(MAX_DELAY_SEC + 1)):
+        result = run(cli, url, "publish", f"{task_module}.Greet", "--delay", delay)
+        assert result.exit_code == 1
+        assert result.output.startswith("Error: delay must be at most 315576000 seconds (ten")
+        assert result.output.count("\n") == 1
+    assert engine.queue_counts("greetings").scheduled == 0
+    assert (
+        run(cli, url, "publish", f"{task_module}.Greet", "--delay", str(MAX_DELAY_SEC)).exit_code
+        == 0
+    )
+
+
+def test_a_job_due_past_year_9999_is_shown_as_it_is(
+    cli: click.Group, url: str, engine: Engine
+) -> None:
+    # A store written before due dates were bounded may hold one (put through the engine's
+    # hook, past the contract's checks, as the engine then took it).
+    far = NewJob("q", "far", KLASS, "{}", delay=1e308)
+    engine._put("put", checks.Put([far], "", time.time()))
+    shown = run(cli, url, "job", "far")
+    assert shown.exit_code == 0, shown.output
+    assert row(shown.output, "due") == ["due", "1e+308"]
+    listed = run(cli, url, "jobs", "q", "--state", "scheduled")
+    assert listed.exit_code == 0, listed.output
+    assert row(listed.output, "far")[-1] == "1e+308"
+    assert output_json(run(cli, url, "job", "far", "--json"))["due"] == 1e308
+
+
 def test_register_adds_every_admin_command(cli: click.Group) -> None:
     assert sorted(cli.commands) == [
         "cancel", "failed", "job", "jobs", "pause", "publish", "retry", "stats", "status",
@@ -546,7 +606,7 @@ def test_worker_options_are_checked_and_explained() -> None:
     assert bad.exit_code == 2
     assert "'verbose' is not one of 'debug', 'info', 'warning', 'error'" in bad.output
     helped = CliRunner().invoke(main, ["worker", "--help"], env={"COLUMNS": "200"})
-    assert "Worker processes to run (each runs one task at a time)." in " ".join(
+    assert "Jobs each process runs at once: async tasks share its event loop" in " ".join(
         helped.output.split()
     )
 

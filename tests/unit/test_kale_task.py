@@ -95,6 +95,7 @@ def test_kales_fixture_tasks_behave_as_named() -> None:
     assert not test_utils.new_mock_task(test_utils.ShouldNotRunTask).should_run_task()
     slow = test_utils.new_mock_task(test_utils.SlowButNotTooSlowTask)
     slow.run()
+    assert slow.target_runtime is not None
     assert slow._task_latency_sec >= slow.target_runtime
     message = test_utils.new_mock_message()
     assert isinstance(message.task_inst, test_utils.MockTask)

@@ -27,9 +27,10 @@ PUBLIC = {
     "LannerError", "Unsupported", "MalformedArgument", "InvalidName", "PayloadTooLarge",
     "ChubbyTaskException", "ArgumentError", "ConfigError", "ImproperlyConfiguredException",
     "InvalidTaskDelayException", "InvalidTimeLimitTaskException", "JobNotFound", "InvalidState",
-    "QueueFull", "LockLost", "EngineUnavailable", "SchemaError", "DecodeError", "BadSignature",
+    "QueueFull", "LockLost", "EngineUnavailable", "StoreMisconfigured", "SchemaError",
+    "DecodeError", "BadSignature",
     "TaskException", "BlacklistedException", "TimeoutException", "TimeLimitExceeded",
-    "JobCancelled", "TaskFailed", "ResultError",
+    "JobCancelled", "TaskFailed", "ResultError", "ResultTooLarge", "TimeOutOfRange",
     "__version__",
 }  # fmt: skip
 

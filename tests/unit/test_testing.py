@@ -108,6 +108,20 @@ def test_eager_fails_a_result_json_cannot_carry_into_the_workers_group() -> None
     assert "set" in failed.value.message
 
 
+def test_eager_fails_a_result_larger_than_the_engine_keeps_as_a_worker_does() -> None:
+    app = App("sqlite:///unused.db", eager=True, results=True)
+
+    @app.task
+    def make() -> str:
+        return "x" * app.max_data_bytes  # with JSON's quotes, 2 bytes too many
+
+    handle = make.delay()
+    with pytest.raises(TaskFailed) as failed:
+        handle.result()
+    assert failed.value.group == "lanner-result-too-large"
+    assert f"{app.max_data_bytes + 2} bytes" in failed.value.message
+
+
 def test_eager_refuses_an_oversized_payload_without_a_store() -> None:
     app = App("sqlite:///unused.db", eager=True)
 

@@ -7,8 +7,10 @@
     pickup      its latency phases: put to a blocked pop, and on Redis the bare BLPOP floor
     children    the spawned child processes those phases run in
     pool        `lanner bench pool`: an App and a WorkerPool end to end
-    pool_tasks  the tasks the pool benchmark runs
+    pool_tasks  the tasks the pool and io benchmarks run
+    io          `lanner bench io`: I/O-bound jobs, many at once per worker process
     web         `lanner bench web`: engine commands and time per dashboard page
+    idle        `lanner bench idle`: CPU of an idle pool (and dashboard), then pickup latency
 
 Only public names of other lanner modules are used here.
 """

@@ -19,22 +19,30 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from lanner import limits
 from lanner.bench.common import (
     DEFAULT_BATCH,
     DEFAULT_CONCURRENCY,
+    DEFAULT_IO_JOBS,
     DEFAULT_JOBS,
     DEFAULT_SAMPLES,
+    DEFAULT_SLEEP_MS,
+    DEFAULT_TASKS_PER_PROCESS,
     BenchError,
+    BenchProgress,
     MachineInfo,
 )
+from lanner.commands.bounded import BoundedInt
 from lanner.errors import LannerError
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
     from lanner.bench.engine import EngineBenchResult
+    from lanner.bench.io import IoBenchResult, Kind
     from lanner.bench.pool import PoolBenchResult
 
 
@@ -91,6 +99,15 @@ def exit_on_sigterm() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def measured(benchmark: Callable[[BenchProgress], R]) -> R:
+    """Run `benchmark` with progress bars on stderr; its errors become one line, status 1."""
+    try:
+        with exit_on_sigterm(), progress_bar(Console(stderr=True)) as bar:
+            return benchmark(RichProgress(bar))
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+
+
 @click.group()
 def bench() -> None:
     """Measure lanner's performance on this machine."""
@@ -117,21 +134,21 @@ def _store_url_option(what: str) -> Callable[[F], F]:
 @_store_url_option("Engine to measure")
 @click.option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_JOBS,
     show_default=True,
     help="Jobs per throughput phase.",
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_BATCH_SIZE),
     default=DEFAULT_BATCH,
     show_default=True,
     help="Jobs per put_many, and per pop in the drain phases.",
 )
 @click.option(
     "--samples",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_SAMPLES,
     show_default=True,
     help="Pickup-latency samples.",
@@ -164,13 +181,9 @@ def engine_command(
             f"the benchmark leaves {2 * jobs + samples + 1} completed jobs in it.",
             highlight=False,
         )
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_engine_benchmark(
-                url, jobs, batch, samples, RichProgress(bar), result_bytes
-            )
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(
+        lambda progress: run_engine_benchmark(url, jobs, batch, samples, progress, result_bytes)
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -226,7 +239,7 @@ def results_view(result: EngineBenchResult) -> Group:
 @_store_url_option("Store to measure")
 @click.option(
     "--jobs",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_JOBS,
     show_default=True,
     help="No-op jobs published and drained; a tenth of it for single publishes and 10 ms jobs.",
@@ -234,21 +247,21 @@ def results_view(result: EngineBenchResult) -> Group:
 @click.option(
     "-c",
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_PROCESSES),
     default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="Worker processes in the pool.",
 )
 @click.option(
     "--batch",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_BATCH_SIZE),
     default=DEFAULT_BATCH,
     show_default=True,
     help="Jobs per publish_many, and the queue's batch_size (jobs per pop).",
 )
 @click.option(
     "--samples",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_RUN_JOBS),
     default=DEFAULT_SAMPLES,
     show_default=True,
     help="Pickup-latency samples.",
@@ -274,11 +287,9 @@ def pool_command(
             f"the benchmark leaves {left} completed jobs in it.",
             highlight=False,
         )
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_pool_benchmark(url, jobs, concurrency, batch, samples, RichProgress(bar))
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(
+        lambda progress: run_pool_benchmark(url, jobs, concurrency, batch, samples, progress)
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -329,11 +340,93 @@ def pool_results_view(result: PoolBenchResult) -> Group:
     return Group(pool_results_table(result), about)
 
 
+@bench.command("io")
+@_store_url_option("Store to measure")
+@click.option("--jobs", type=click.IntRange(min=1), default=DEFAULT_IO_JOBS, show_default=True,
+              help="Jobs published, then drained.")  # fmt: skip
+@click.option("--sleep-ms", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_SLEEP_MS,
+              show_default=True, help="What each job waits, in milliseconds.")  # fmt: skip
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
+              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@click.option("-t", "--tasks-per-process", type=click.IntRange(min=1),
+              default=DEFAULT_TASKS_PER_PROCESS, show_default=True,
+              help="Jobs each process runs at once.")  # fmt: skip
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Of those, how many sync tasks may run at once, in threads.")  # fmt: skip
+@click.option("--kind", type=click.Choice(["async", "sync"]), default="async", show_default=True,
+              help="async: `await asyncio.sleep`; sync: `time.sleep`.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def io_command(
+    url: str | None,
+    jobs: int,
+    sleep_ms: float,
+    concurrency: int,
+    tasks_per_process: int,
+    threads: int,
+    kind: Kind,
+    as_json: bool,
+) -> None:
+    """Measure a worker pool on I/O-bound jobs, many at once per process.
+
+    N jobs that each wait S ms are published, then a pool of C processes running up to T
+    jobs each is started on them. Reported: jobs/s from the pool's start to the last
+    completion, beside the ceiling C x T / S; the worker processes' CPU per job and their
+    memory at the end. Progress goes to stderr, results to stdout.
+    """
+    from lanner.bench.io import run_io_benchmark
+
+    if url is not None:
+        Console(stderr=True).print(
+            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
+            f"the benchmark leaves {jobs} completed jobs in it.",
+            highlight=False,
+        )
+    result = measured(
+        lambda progress: run_io_benchmark(
+            url, jobs, sleep_ms, concurrency, tasks_per_process, threads, kind, progress
+        )
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    Console().print(io_results_view(result))
+
+
+def io_results_view(result: IoBenchResult) -> Group:
+    """The results table, then what was measured, on what."""
+    table = Table(
+        title=f"lanner io benchmark, {result.jobs:,} {result.kind} jobs of {result.sleep_ms:g} ms"
+    )
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    at_once = f"{result.concurrency} processes x {result.at_once_per_process} at once"
+    table.add_row("drain, from pool start", f"{result.drain_per_s:,.0f} jobs/s")
+    share = result.drain_per_s / result.ceiling_per_s
+    table.add_row(f"ceiling ({at_once})", f"{result.ceiling_per_s:,.0f} jobs/s ({share:.0%})")
+    table.add_row("pool start to first job finished", f"{result.startup_s * 1000:.0f} ms")
+    table.add_row("most jobs seen running at once", f"{result.peak_running:,}")
+    table.add_row("worker CPU per job", f"{result.worker_cpu_us_per_job:,.0f} µs")
+    table.add_row("supervisor CPU per job", f"{result.supervisor_cpu_us_per_job:,.0f} µs")
+    rss = ", ".join(f"{mb:.1f}" for mb in result.rss_mb)
+    table.add_row(f"memory per process (RSS: {rss})", f"{result.rss_mb_mean:.1f} MB")
+    table.add_row("enqueue, publish_many() of 100", f"{result.enqueue_per_s:,.0f} jobs/s")
+    machine = result.machine
+    synchronous = "" if result.synchronous is None else f"synchronous={result.synchronous}  "
+    about = Text(
+        f"store: {result.url}\n{synchronous}tasks per process: {result.tasks_per_process}  "
+        f"threads: {result.threads}  event loop: {result.event_loop}\n"
+        f"{machine.platform}, {machine.cpu_count} CPUs\n"
+        f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
+        style="dim",
+    )
+    return Group(table, about)
+
+
 @bench.command("kestrel")
 @_store_url_option("Engine behind `lanner serve`")
-@click.option("--clients", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--clients", type=BoundedInt(1, limits.MAX_PROCESSES), default=8, show_default=True,
               help="Client processes, one connection each.")  # fmt: skip
-@click.option("--items", type=click.IntRange(min=1), default=20000, show_default=True,
+@click.option("--items", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=20000, show_default=True,
               help="Items set, then got, in all.")  # fmt: skip
 @click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True,
               help="Size of each item.")  # fmt: skip
@@ -345,12 +438,9 @@ def kestrel_command(
     the item rate of one consumer with blocking gets; memcached beside it if installed."""
     from lanner.bench.kestrel import run_kestrel_benchmark
 
-    errors = Console(stderr=True)
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_kestrel_benchmark(url, clients, items, value_bytes, RichProgress(bar))
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(
+        lambda progress: run_kestrel_benchmark(url, clients, items, value_bytes, progress)
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -371,9 +461,9 @@ def kestrel_command(
 
 @bench.command("web")
 @_store_url_option("Engine to fill and browse")
-@click.option("--jobs", type=click.IntRange(min=100), default=100_000, show_default=True,
-              help="Jobs in the store while the pages are fetched.")  # fmt: skip
-@click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--jobs", type=BoundedInt(100, limits.MAX_RUN_JOBS), default=100_000,
+              show_default=True, help="Jobs in the store while the pages are fetched.")  # fmt: skip
+@click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=20, show_default=True,
               help="Fetches of each page.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None:
@@ -384,12 +474,7 @@ def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None
         raise click.ClickException(
             f"needs the web extra: pip install 'lanner[web]' ({error})"
         ) from None
-    errors = Console(stderr=True)
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_web_benchmark(url, jobs, samples, RichProgress(bar))
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(lambda progress: run_web_benchmark(url, jobs, samples, progress))
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -399,4 +484,44 @@ def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None
     for page in result.pages:
         table.add_row(page.path, str(page.engine_calls), f"{page.median_ms:.1f} ms",
                       f"{page.p95_ms:.1f} ms")  # fmt: skip
+    Console().print(Group(table, _about(result.url, result.machine)))
+
+
+@bench.command("idle")
+@_store_url_option("Store the idle pool serves")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
+              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              help="How long the idle processes are measured.")  # fmt: skip
+@click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Pickup-latency samples, after the idle time.")  # fmt: skip
+@click.option("--web", is_flag=True, help="Also measure an idle dashboard (lanner web).")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def idle_command(
+    url: str | None, concurrency: int, seconds: float, samples: int, web: bool, as_json: bool
+) -> None:
+    """Measure what an idle pool costs: CPU % of one core per process (supervisor, each
+    worker; with --web the dashboard too), then the pickup latency of single jobs."""
+    from lanner.bench.idle import run_idle_benchmark
+
+    errors = Console(stderr=True)
+    try:
+        with exit_on_sigterm(), progress_bar(errors) as bar:
+            result = run_idle_benchmark(url, concurrency, seconds, samples, web, RichProgress(bar))
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    table = Table(title=f"lanner idle pool, {concurrency} processes, {seconds:g} s")
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    table.add_row("CPU, supervisor", f"{result.supervisor_cpu_pct:.2f} % of a core")
+    for number, cpu in enumerate(result.worker_cpu_pct, 1):
+        table.add_row(f"CPU, worker {number}", f"{cpu:.2f} % of a core")
+    if result.web_cpu_pct is not None:
+        table.add_row("CPU, dashboard (lanner web)", f"{result.web_cpu_pct:.2f} % of a core")
+    pickup = result.pickup_ms
+    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("max", pickup.max)):
+        table.add_row(f"pickup latency {label} ({pickup.count} samples)", f"{ms:.2f} ms")
     Console().print(Group(table, _about(result.url, result.machine)))

@@ -1,4 +1,4 @@
-"""What both benchmarks share: default sizes, errors, progress reporting, the store they
+"""What the benchmarks share: default sizes, errors, progress reporting, the store they
 measure, and the record of the machine they ran on.
 
 Kept light (no multiprocessing, no engine), so that `lanner bench`'s options can take
@@ -25,6 +25,10 @@ DEFAULT_BATCH: Final = 100
 DEFAULT_SAMPLES: Final = 200
 DEFAULT_CONCURRENCY: Final = 2
 """Worker processes of `lanner bench pool`."""
+DEFAULT_IO_JOBS: Final = 5_000
+DEFAULT_SLEEP_MS: Final = 10.0
+DEFAULT_TASKS_PER_PROCESS: Final = 100
+"""Jobs each worker process of `lanner bench io` runs at once."""
 
 KLASS: Final = "lanner.bench.Noop"
 """The klass of the jobs the engine benchmark puts (no worker ever runs them)."""

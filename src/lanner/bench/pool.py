@@ -45,11 +45,13 @@ from lanner.bench.common import (
 )
 from lanner.bench.pool_tasks import SLEEP_SECONDS, BenchTasks, start_channel
 from lanner.bench.stats import Percentiles
-from lanner.engine import Engine
+from lanner.engine import Capability, Engine
 from lanner.job import JobState
+from lanner.messages import Message
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.taskfunction import TaskFunction
+from lanner.worker.observer import PoolObserver
 from lanner.worker.pool import WorkerPool
 
 LONG_POLL_SEC: Final = 0.25
@@ -77,16 +79,38 @@ VERIFY_CHUNK: Final = 500
 # -- the pool -----------------------------------------------------------------------------
 
 
+def bench_queue(name: str, batch: int) -> QueueConfig:
+    """A benchmark's queue: `batch` jobs per pop, a short long poll, a long lock."""
+    return QueueConfig(
+        name,
+        batch_size=batch,
+        long_poll_time_sec=LONG_POLL_SEC,
+        visibility_timeout_sec=VISIBILITY_TIMEOUT_SEC,
+    )
+
+
 @contextmanager
 def running_pool(
-    app: App, queue: QueueConfig, concurrency: int
+    app: App,
+    queue: QueueConfig,
+    concurrency: int,
+    tasks_per_process: int = 1,
+    threads: int = 1,
+    observer: PoolObserver | None = None,
 ) -> Iterator[tuple[WorkerPool, float]]:
     """A started pool serving `queue`, and the `time.perf_counter()` just before its start.
 
     However the block ends, the pool is terminated; if that is interrupted too (a second
     Ctrl-C), its children are killed, so none outlives the benchmark.
     """
-    pool = WorkerPool(app, concurrency=concurrency, queues=[queue])
+    pool = WorkerPool(
+        app,
+        concurrency=concurrency,
+        tasks_per_process=tasks_per_process,
+        threads=threads,
+        queues=[queue],
+        observer=observer,
+    )
     started = time.perf_counter()
     try:
         pool.start()
@@ -124,8 +148,15 @@ class DrainTiming:
     end: float
 
 
-def wait_drained(pool: WorkerPool, queue: str, jobs: int, progress: BenchProgress) -> DrainTiming:
-    """Supervise `pool` until it has finished `jobs` more jobs and `queue` is idle.
+def wait_drained(
+    pool: WorkerPool,
+    queue: str,
+    jobs: int,
+    progress: BenchProgress,
+    each_round: Callable[[], None] | None = None,
+) -> DrainTiming:
+    """Supervise `pool` until it has finished `jobs` more jobs and `queue` is idle, calling
+    `each_round` (if given) after each supervision round.
 
     The moment counted is when the store shows the last completion (completions are
     committed per batch, after the jobs' own `finished` reports). Raises `BenchError` if no
@@ -139,6 +170,8 @@ def wait_drained(pool: WorkerPool, queue: str, jobs: int, progress: BenchProgres
     while True:
         pool.supervise(POLL_SEC if done >= jobs else 0.05)
         now = time.perf_counter()
+        if each_round is not None:
+            each_round()
         finished = pool.processed - baseline
         if finished > done:
             progress.advance(min(finished, jobs) - min(done, jobs))
@@ -201,17 +234,18 @@ def measure_enqueue_single(
 
 
 def measure_enqueue_batch(
-    app: App, task: TaskFunction[[], None], jobs: int, batch: int, progress: BenchProgress
+    app: App, message: Callable[[], Message], jobs: int, batch: int, progress: BenchProgress
 ) -> tuple[float, list[str]]:
-    """Publish `jobs` jobs by `app.publish_many`, `batch` per call (building the messages
-    included, as a caller would); return jobs/s and their jids."""
+    """Publish `jobs` jobs by `app.publish_many`, `batch` per call, each made by `message()`
+    (a task's `message`; building them included, as a caller would); return jobs/s and
+    their jids."""
     progress.phase(f"enqueue, publish_many() of {batch}", jobs)
     jids: list[str] = []
     elapsed = 0.0
     for start in range(0, jobs, batch):
         count = min(batch, jobs - start)
         began = time.perf_counter()
-        jids.extend(app.publish_many([task.message() for _ in range(count)]))
+        jids.extend(app.publish_many([message() for _ in range(count)]))
         elapsed += time.perf_counter() - began
         progress.advance(count)
     return rate(jobs, elapsed), jids
@@ -226,16 +260,19 @@ def measure_pickup(
 ) -> Percentiles:
     """Latency (ms) from calling `task.delay()` to the task starting in an idle pool.
 
-    Jobs go one at a time, each after the previous one is complete and a random 5–20 ms
-    gap, so each sample measures waking an idle pool. The time includes the publish's own
-    commit, as a producer would see it.
+    Jobs go one at a time, each after the previous one is complete (on an engine that
+    cannot look a job up: once the pool has seen it finish) and a random 5–20 ms gap, so
+    each sample measures waking an idle pool. The time includes the publish's own commit,
+    as a producer would see it.
     """
     progress.phase("pickup latency, idle pool", samples)
     engine = pool.app.engine
+    can_look = Capability.LOOKUP in engine.capabilities
     rng = random.Random()
     latencies: list[float] = []
     for sample in range(samples):
         supervise_for(pool, rng.uniform(*IDLE_GAP))
+        finished = pool.processed
         published = time.time()
         jid = task.delay(sample)
         deadline = time.monotonic() + PICKUP_TIMEOUT
@@ -246,7 +283,9 @@ def measure_pickup(
                 if started[0] != sample:
                     raise BenchError(f"latency job {sample} reported as {started[0]}")
                 latencies.append(started[1] - published)
-            job = engine.get(jid) if started is not None else None
+            if started is not None and not can_look and pool.processed > finished:
+                break
+            job = engine.get(jid) if started is not None and can_look else None
             if job is not None and job.state == JobState.COMPLETE:
                 break
             if job is not None and job.state == JobState.FAILED:
@@ -400,12 +439,7 @@ def run_pool_benchmark(
     progress = progress or NoProgress()
     small = max(1, jobs // 10)
     run = uuid.uuid4().hex[:8]
-    queue = QueueConfig(
-        f"bench-{run}-pool",
-        batch_size=batch,
-        long_poll_time_sec=LONG_POLL_SEC,
-        visibility_timeout_sec=VISIBILITY_TIMEOUT_SEC,
-    )
+    queue = bench_queue(f"bench-{run}-pool", batch)
     with bench_store(url) as store_url:
         app = App(store_url, settings=Settings(broker=store_url), queues=[queue])
         try:
@@ -414,7 +448,9 @@ def run_pool_benchmark(
             single_task = tasks.noop.options(queue=f"bench-{run}-single")
             single_rate, single_jids = measure_enqueue_single(single_task.delay, small, progress)
             app.engine.cancel(single_jids)
-            batch_rate, drain_jids = measure_enqueue_batch(app, tasks.noop, jobs, batch, progress)
+            batch_rate, drain_jids = measure_enqueue_batch(
+                app, tasks.noop.message, jobs, batch, progress
+            )
             figures = _pool_phases(
                 app, tasks, queue, drain_jids, (concurrency, batch, samples, small), progress
             )

@@ -1,4 +1,5 @@
-"""The tasks `lanner bench pool` runs, and the channel through which one reports its start.
+"""The tasks `lanner bench pool` and `lanner bench io` run, and the channel through which
+one reports its start.
 
 They are module-level functions, made tasks of the benchmark's App at each run
 (`BenchTasks.register`). The pool forks after that, so its children find them in the task
@@ -7,6 +8,7 @@ registry by name, and inherit the channel `record_start` reports to.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import time
 from collections.abc import Iterator
@@ -45,6 +47,16 @@ def record_start(sample: int) -> None:
 def sleep_10ms() -> None:
     """Sleeps 10 ms: a drain of these shows how close the pool gets to C × 100 jobs/s."""
     time.sleep(SLEEP_SECONDS)
+
+
+async def sleep_async(seconds: float) -> None:
+    """Awaits `seconds`: an I/O-bound job that holds no thread while it waits."""
+    await asyncio.sleep(seconds)
+
+
+def sleep_sync(seconds: float) -> None:
+    """Sleeps `seconds` in its thread: the same job written the blocking way."""
+    time.sleep(seconds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from lanner import limits
 from lanner.chaos.workload import KINDS, POISONS
+from lanner.commands.bounded import BoundedFloat, BoundedInt
 
 if TYPE_CHECKING:
     from lanner.chaos.config import ChaosConfig
@@ -48,12 +50,14 @@ SECONDS = click.FloatRange(min=0.0, min_open=True)
     default="",
     help="Options for the pool's broker URL, e.g. 'retries=3&backoff_cap=0.2'.",
 )
-@click.option("-n", "--jobs", type=click.IntRange(min=1), default=10_000, show_default=True)
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("-n", "--jobs", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=10_000,
+              show_default=True)  # fmt: skip
+@click.option("-c", "--concurrency", type=BoundedInt(1, limits.MAX_PROCESSES), default=4,
+              show_default=True)  # fmt: skip
 @click.option(
     "-t",
     "--tasks-per-process",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_TASKS_PER_PROCESS),
     default=1,
     show_default=True,
     metavar="N",
@@ -61,7 +65,7 @@ SECONDS = click.FloatRange(min=0.0, min_open=True)
 )
 @click.option(
     "--threads",
-    type=click.IntRange(min=1),
+    type=BoundedInt(1, limits.MAX_THREADS),
     default=1,
     show_default=True,
     metavar="T",
@@ -72,7 +76,8 @@ SECONDS = click.FloatRange(min=0.0, min_open=True)
     type=click.Choice(KINDS),
     help="async or sync tasks (default: async when -t > 1, else sync).",
 )
-@click.option("--batch-size", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--batch-size", type=BoundedInt(1, limits.MAX_BATCH_SIZE), default=10,
+              show_default=True)  # fmt: skip
 @click.option(
     "--sleep",
     type=click.FloatRange(min=0),
@@ -82,20 +87,20 @@ SECONDS = click.FloatRange(min=0.0, min_open=True)
 )
 @click.option(
     "--lease",
-    type=SECONDS,
+    type=BoundedFloat(0.0, limits.MAX_LEASE_SEC, min_open=True),
     default=30.0,
     show_default=True,
     help="The queue's visibility_timeout_sec.",
 )
 @click.option(
     "--retry-delay",
-    type=click.FloatRange(min=0),
+    type=BoundedFloat(0, limits.MAX_DELAY_SEC),
     metavar="S",
     help="RETRY_DELAY_MULTIPLE_SEC (default: lanner's).",
 )
 @click.option(
     "--grace",
-    type=click.FloatRange(min=0),
+    type=BoundedFloat(0, limits.MAX_LEASE_SEC),
     metavar="S",
     help="The engine's grace-period after a lock expires (default: leave it).",
 )
@@ -107,11 +112,12 @@ SECONDS = click.FloatRange(min=0.0, min_open=True)
 )
 @click.option(
     "--time-limit-grace",
-    type=click.FloatRange(min=0),
+    type=BoundedFloat(0, limits.MAX_TIME_LIMIT_GRACE_SEC),
     metavar="S",
     help="TIME_LIMIT_GRACE_SEC (default: 1 s, or the stop + 5 s when a worker is stopped).",
 )
-@click.option("--poison-copies", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--poison-copies", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=2,
+              show_default=True)  # fmt: skip
 @click.option(
     "--kill-every",
     type=SECONDS,

@@ -28,9 +28,11 @@ from lanner.checks.recurring import recur_update as recur_update
 from lanner.errors import MalformedArgument
 from lanner.names import label, labels, queue_name, queue_names, sequence, unique_labels
 from lanner.records import IF_EXISTS, ConfigValue, NewJob
+from lanner.values import delay as due_in
 from lanner.values import (
     integer,
     json_text,
+    lease,
     message,
     now,
     optional_data,
@@ -76,7 +78,7 @@ def new_job(
         label(jid, "jid"),
         label(klass, "klass"),
         json_text(data, "data", limit),
-        seconds(delay, "delay"),
+        due_in(delay),
         None if priority is None else integer(priority, "priority"),
         None if tags is None else unique_labels(tags, "tags"),  # type: ignore[arg-type]
         None if retries is None else integer(retries, "retries", 0),
@@ -195,7 +197,7 @@ def complete(
     checked_jid, checked_worker = label(jid, "jid"), label(worker, "worker")
     checked_queue = queue_name(queue)
     checked_data = optional_data(data, limit)
-    checked_delay = seconds(delay, "delay")
+    checked_delay = due_in(delay)
     checked_result = None if result is None else json_text(result, "result", limit)
     if next_queue is None:
         if checked_delay or depends:
@@ -249,11 +251,11 @@ def settle(
         for jid, result in results.items():
             if jid not in checked:
                 raise MalformedArgument(f"results: {jid!r} is not among the jids completed")
-            kept[jid] = json_text(result, "result", limit)
+            kept[jid] = json_text(result, f"the result of {jid}", limit)
     if not isinstance(spend_retry, bool):
         raise MalformedArgument(f"spend_retry must be a bool, not {type(spend_retry).__name__}")
     return Settle(
-        checked, label(worker, "worker"), queue_name(queue), seconds(delay, "delay"), kept,
+        checked, label(worker, "worker"), queue_name(queue), due_in(delay), kept,
         now(when), spend_retry,
     )  # fmt: skip
 
@@ -321,7 +323,7 @@ def retry(
         label(jid, "jid"),
         queue_name(queue),
         label(worker, "worker"),
-        seconds(delay, "delay"),
+        due_in(delay),
         None if group is None else label(group, "group"),
         None if text is None else message(text),
         now(when),
@@ -462,11 +464,27 @@ def limit_value(setting: str, value: ConfigValue) -> None:
     0 or 1."""
     what = f"{setting} setting"
     if setting == "max-age":
-        seconds(value, what)
+        due_in(value, what)
     elif setting == "discard-old-when-full" and value not in (0, 1):
         raise MalformedArgument(f"{what} must be 0 or 1, not {value!r}")
     else:
         integer(value, what, 0)
+
+
+LEASE_SETTINGS: Final = ("heartbeat", "grace-period")
+"""Config keys that set how long a lock lasts, besides each queue's `<queue>-heartbeat`."""
+
+
+def lease_value(key: str, value: ConfigValue) -> None:
+    """A lease setting's value: seconds up to MAX_DELAY_SEC (as a str too, as qless's
+    clients give it)."""
+    number: object = value
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise MalformedArgument(f"{key} must be a number of seconds, not {value!r}") from None
+    lease(number, key)
 
 
 # -- optional capabilities ----------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Final, NamedTuple
 
 from lanner.errors import MalformedArgument
 from lanner.names import label, queue_name, unique_labels
-from lanner.values import integer, interval, json_text, now, seconds
+from lanner.values import delay, integer, interval, json_text, now
 
 RECUR_FIELDS: Final = ("priority", "interval", "retries", "data", "klass", "queue", "backlog")
 """What `recur_update` can change."""
@@ -49,7 +49,7 @@ def recur(
         label(klass, "klass"),
         json_text(data, "data", limit),
         interval(every),
-        seconds(offset, "offset"),
+        delay(offset, "offset"),
         integer(priority, "priority"),
         unique_labels(tags, "tags"),  # type: ignore[arg-type]
         integer(retries, "retries", 0),

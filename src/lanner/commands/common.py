@@ -118,15 +118,20 @@ def load_app(app_path: str | None, broker: str | None) -> App:
 
 
 @contextmanager
-def session(app_path: str | None, broker: str | None, *, create: bool = False) -> Iterator[App]:
+def session(
+    app_path: str | None, broker: str | None, *, create: bool = False, serves: bool = False
+) -> Iterator[App]:
     """The App to work with; lanner's errors inside become one-line click errors.
 
     Unless `create`, a SQLite store that does not exist is an error rather than a new
     file: a command that only looks (or changes jobs) run in the wrong folder, or with the
-    wrong URL, says so instead of showing an empty store it just made.
+    wrong URL, says so instead of showing an empty store it just made. Unless `serves` (a
+    server, which rides out a restart of the store as workers do), a store that cannot be
+    reached fails the command within seconds (`App.one_shot`).
     """
     try:
         app = load_app(app_path, broker)
+        app.one_shot = not serves
         if not create:
             _require_store(app.settings.broker)
         try:

@@ -27,8 +27,10 @@ from rich.table import Table
 from rich.text import Text
 
 from lanner.app import App, set_default_app
+from lanner.commands.bounded import BoundedInt
 from lanner.commands.rendering import groups_table
 from lanner.job import Job
+from lanner.limits import MAX_PROCESSES
 from lanner.messages import Message, PublishOptions
 from lanner.settings import Settings
 from lanner.worker import logs
@@ -48,7 +50,8 @@ class QueueReport:
 
 
 @click.command()
-@click.option("-c", "--concurrency", default=2, show_default=True, type=click.IntRange(min=1))
+@click.option("-c", "--concurrency", default=2, show_default=True,
+              type=BoundedInt(1, MAX_PROCESSES))  # fmt: skip
 @click.option("--db", "database", type=click.Path(dir_okay=False),
               help="Keep the demo's database in FILE (new), to watch it with "
                    "`lanner web --broker sqlite:///FILE` while it runs, and after.")  # fmt: skip

@@ -190,8 +190,8 @@ def job_fields(job: Job) -> Iterator[tuple[str, object]]:
     optional: list[tuple[str, object]] = [
         ("tags", ", ".join(job.tags)),
         ("worker", job.worker),
-        ("lock expires", f"{utc(job.expires)} UTC" if job.worker and job.expires else ""),
-        ("due", f"{utc(job.due)} UTC" if job.due is not None else ""),
+        ("lock expires", utc(job.expires, " UTC") if job.worker and job.expires else ""),
+        ("due", utc(job.due, " UTC") if job.due is not None else ""),
         ("result", job.result or ""),
         ("depends on", ", ".join(job.dependencies)),
         ("dependents", ", ".join(job.dependents)),
@@ -208,7 +208,7 @@ def print_job(console: Console, job: Job) -> None:
     if job.failure is not None:
         failure = job.failure
         console.print(Text("\nfailure", style="bold"))
-        when = f"{utc(failure.when)} UTC"
+        when = utc(failure.when, " UTC")
         console.print(
             key_values([("group", failure.group), ("worker", failure.worker), ("when", when)])
         )

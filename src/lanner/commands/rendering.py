@@ -27,8 +27,13 @@ def say(message: str) -> None:
     Console().print(Text(message))
 
 
-def utc(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S")
+def utc(when: float, suffix: str = "") -> str:
+    """A Unix time as a UTC date and time (then `suffix`); one no date can show (past year
+    9999: a store written before due dates were bounded may hold one) as it is."""
+    try:
+        return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d %H:%M:%S") + suffix
+    except (OverflowError, ValueError, OSError):
+        return repr(when)
 
 
 def number(header: str) -> Column:

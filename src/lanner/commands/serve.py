@@ -8,8 +8,10 @@ import signal
 
 import click
 
+from lanner.commands.bounded import BoundedInt
 from lanner.commands.common import connection_options, session
 from lanner.kestrel import DEFAULT_PORT, KestrelServer
+from lanner.limits import MAX_OPEN_TRANSACTIONS
 from lanner.queues import load_queue_config
 from lanner.worker.loop import configure_queues
 
@@ -23,7 +25,7 @@ from lanner.worker.loop import configure_queues
               help="Port to listen on (Kestrel's memcache port; 0: any free port).")  # fmt: skip
 @click.option("--queues", "queues_file", type=click.Path(exists=True, dir_okay=False),
               help="Queue config YAML whose bounds (max_items, ...) to store first.")  # fmt: skip
-@click.option("--max-open-transactions", type=click.IntRange(min=1), default=1,
+@click.option("--max-open-transactions", type=BoundedInt(1, MAX_OPEN_TRANSACTIONS), default=1,
               show_default=True,
               help="Items one client may hold open per queue (get q/open) at once.")  # fmt: skip
 def serve(
@@ -44,7 +46,7 @@ def serve(
             "anyone who reaches this port can read and delete every queue",
             err=True,
         )
-    with session(app_path, broker, create=True) as app:
+    with session(app_path, broker, create=True, serves=True) as app:
         if queues_file:
             configure_queues(app.engine, load_queue_config(queues_file))
         server = KestrelServer(app.engine, host, port, max_open_transactions=max_open_transactions)

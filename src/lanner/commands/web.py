@@ -33,7 +33,7 @@ def web(app_path: str | None, broker: str | None, host: str, port: int, token: s
         warning = f"lanner web: listening on {host}: anyone who reaches it reads every job's data"
         click.echo(warning + ("" if token else ", and there is no token"), err=True)
     _check_port(host, port)
-    with session(app_path, broker) as app:
+    with session(app_path, broker, serves=True) as app:
         mode = "token required to act" if token else "read-only: no --token"
         click.echo(f"lanner web: http://{host}:{port}/ over {app.settings.broker} ({mode})")
         serve(app.engine, host, port, token)

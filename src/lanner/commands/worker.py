@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from lanner import limits
 from lanner.app import App
+from lanner.commands.bounded import BoundedFloat, BoundedInt
 from lanner.commands.common import app_option, broker_option, load_app
 from lanner.errors import LannerError
 from lanner.queues import QueueConfig, load_queue_config, queues_from_names
@@ -58,19 +60,22 @@ def serve_metrics(host: str, port: int) -> PoolMetrics:
     help="Queues to serve (default: the configured ones, and those of the app's tasks).",
 )
 @click.option("--queues", "queue_file", metavar="FILE", help="Queue config YAML (Kale's format).")
-@click.option("-c", "--concurrency", default=2, show_default=True, type=click.IntRange(min=1),
+@click.option("-c", "--concurrency", default=2, show_default=True,
+              type=BoundedInt(1, limits.MAX_PROCESSES),
               help="Worker processes to run.")  # fmt: skip
-@click.option("-t", "--tasks-per-process", type=click.IntRange(min=1), metavar="N",
-              help="Jobs each process runs at once: async tasks share its event loop "
-                   "(default: settings, else 1).")  # fmt: skip
-@click.option("--threads", type=click.IntRange(min=1), metavar="N",
+@click.option("-t", "--tasks-per-process", type=BoundedInt(1, limits.MAX_TASKS_PER_PROCESS),
+              metavar="N", help="Jobs each process runs at once: async tasks share its "
+              "event loop (default: settings, else 1).")  # fmt: skip
+@click.option("--threads", type=BoundedInt(1, limits.MAX_THREADS), metavar="N",
               help="Of those, how many sync tasks may run at once, in threads (default: "
                    "settings, else 1).")  # fmt: skip
 @click.option("--selector", metavar="NAME", help="Queue selector (default: reduced-lottery).")
-@click.option("--max-tasks-per-child", type=click.IntRange(min=1), help="Recycle after N tasks.")
-@click.option("--max-memory-per-child", type=click.IntRange(min=1), metavar="MB",
+@click.option("--max-tasks-per-child", type=BoundedInt(1, limits.MAX_TASKS_PER_CHILD),
+              help="Recycle after N tasks.")  # fmt: skip
+@click.option("--max-memory-per-child", type=BoundedInt(1, limits.MAX_MEMORY_MB), metavar="MB",
               help="Recycle a child whose memory passes MB.")  # fmt: skip
-@click.option("--shutdown-timeout", type=click.FloatRange(min=0), metavar="S",
+@click.option("--shutdown-timeout", type=BoundedFloat(0, limits.MAX_SHUTDOWN_TIMEOUT_SEC),
+              metavar="S",
               help="Seconds running tasks get on SIGTERM before children are killed.")  # fmt: skip
 @click.option(
     "--log-level",

@@ -17,11 +17,14 @@ from lanner.engine import Engine
 from lanner.errors import MalformedArgument
 
 
-def open_engine(url: str, *, max_wait: float | None = None) -> Engine:
+def open_engine(url: str, *, max_wait: float | None = None, one_shot: bool = False) -> Engine:
     """Open the engine a broker URL names. Nothing is opened at import time.
 
     With `max_wait`, neither opening it nor its commands wait for the store longer than
     about that many seconds (`EngineUnavailable`), as with `Engine.reopen(max_wait=...)`.
+    `one_shot`: for a command run once, such as the command line's: a store that cannot be
+    reached (Redis, SQS) fails it within seconds, rather than being retried through a
+    restart as workers and publishers do; waits for a lock or a reply are as usual.
     """
     if not isinstance(url, str):
         raise MalformedArgument(f"broker URL must be a str, not {type(url).__name__}")
@@ -37,18 +40,26 @@ def open_engine(url: str, *, max_wait: float | None = None) -> Engine:
         return SQLiteEngine(path, options)
     if scheme in ("redis", "rediss"):
         # Imported only here: redis-py is an optional dependency (lanner[redis]).
-        from lanner.engines.redis.connection import impatient, parse_url
+        from lanner.engines.redis import connection as redis_connection
         from lanner.engines.redis.engine import RedisEngine
 
-        if max_wait is None:
-            return RedisEngine(url)
-        return RedisEngine(url, options=impatient(parse_url(url)[1], max_wait))
+        redis_options = redis_connection.parse_url(url)[1]
+        if one_shot:
+            redis_options = redis_connection.one_shot(redis_options)
+        if max_wait is not None:
+            redis_options = redis_connection.impatient(redis_options, max_wait)
+        return RedisEngine(url, options=redis_options)
     if scheme == "sqs":
         # Imported only here: boto3 is an optional dependency (lanner[sqs]).
+        from lanner.engines.sqs import connection as sqs_connection
         from lanner.engines.sqs.engine import SQSEngine
 
-        opened = SQSEngine(url)
-        return opened if max_wait is None else opened.reopen(max_wait=max_wait)
+        sqs_options = sqs_connection.parse_url(url)[1]
+        if one_shot:
+            sqs_options = sqs_connection.one_shot(sqs_options)
+        if max_wait is not None:
+            sqs_options = sqs_connection.impatient(sqs_options, max_wait)
+        return SQSEngine(url, options=sqs_options)
     raise MalformedArgument(
         f"unknown broker URL scheme {scheme!r} in {shown_url(url)!r}; "
         "known: sqlite, redis, rediss, sqs"

@@ -21,11 +21,12 @@ from typing import Final
 
 from lanner._version import __version__
 from lanner.engine import Capability, Engine
-from lanner.errors import LannerError
+from lanner.errors import ConfigError, LannerError
 from lanner.kestrel import protocol
 from lanner.kestrel.front import Front, logger
 from lanner.kestrel.items import from_data
 from lanner.kestrel.protocol import Command, Get, ProtocolError, QueueCommand, Set, Simple
+from lanner.limits import MAX_OPEN_TRANSACTIONS
 from lanner.records import QueueCounts
 
 DEFAULT_PORT: Final = 22133
@@ -51,6 +52,15 @@ class KestrelServer:
         max_open_transactions: int = 1,
         worker: str | None = None,
     ) -> None:
+        if (
+            isinstance(max_open_transactions, bool)
+            or not isinstance(max_open_transactions, int)
+            or not 1 <= max_open_transactions <= MAX_OPEN_TRANSACTIONS
+        ):
+            raise ConfigError(
+                f"max_open_transactions must be an int from 1 to {MAX_OPEN_TRANSACTIONS}, "
+                f"not {max_open_transactions!r}"
+            )
         self.engine = engine
         self.host = host
         self.port = port

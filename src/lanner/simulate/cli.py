@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from lanner.commands.bounded import BoundedInt
 from lanner.errors import LannerError
+from lanner.limits import MAX_PROCESSES
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -51,7 +53,9 @@ ENGINE_ONLY = ("queue", "queue_config", "date", "write_scenario")
 @click.option("--plot", metavar="FILE", help="Draw the results to FILE (.png or .svg).")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option(
-    "--jobs", type=click.IntRange(min=1), help="Processes to run on (default: the CPU count)."
+    "--jobs",
+    type=BoundedInt(1, MAX_PROCESSES),
+    help="Processes to run on (default: the CPU count).",
 )
 @click.option(
     "--from-engine",

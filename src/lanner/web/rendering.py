@@ -33,9 +33,14 @@ _environment = Environment(
 
 
 def _when(value: float | None) -> str:
+    """A Unix time as UTC; one no date can show (past year 9999: a store written before due
+    dates were bounded may hold one) as it is, rather than a failed page."""
     if not value:
         return "—"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(value))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(value))
+    except (OverflowError, ValueError, OSError):
+        return repr(value)
 
 
 def _seconds(value: float | None) -> str:

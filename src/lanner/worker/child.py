@@ -1,10 +1,12 @@
 """A worker process of the pool: its entry point, and what it reports to its supervisor.
 
 A child leads its own process group (so a kill of the group takes its task's
-subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM, and
+subprocesses too), ignores Ctrl-C (the supervisor owns it), stops warm on SIGTERM (which
+Linux also sends it when the supervisor dies, `stop_with_parent`), and
 tells the supervisor over a pipe what its loop does: the batch it popped, the job it
 started (with its deadline and retry plan), the jobs it finished (how, and how long they
-ran) and completed, and the engine's failures. That is
+ran) and completed, the engine's failures, and a store that refuses the configuration
+(after which it exits). That is
 all the supervisor needs to step in for it, and to count running and processed jobs.
 """
 
@@ -16,11 +18,12 @@ from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, NamedTuple
 
+from lanner.errors import StoreMisconfigured
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.worker.concurrent import ConcurrentLoop
 from lanner.worker.loop import Limits, WorkerLoop
-from lanner.worker.processes import kill_strays, lead_own_group
+from lanner.worker.processes import kill_strays, lead_own_group, stop_with_parent
 from lanner.worker.reporter import Outcome
 
 if TYPE_CHECKING:
@@ -37,7 +40,7 @@ class BatchPopped(NamedTuple):
 
 class JobStarted(NamedTuple):
     jid: str
-    deadline: float  # when its time limit runs out (Unix time)
+    deadline: float  # when its time limit runs out (Unix time; inf: it has none)
     retry_delay: float | None  # None: no retry left
 
 
@@ -72,6 +75,12 @@ class EngineFailed(NamedTuple):
     """An engine command failed; the loop waits and tries again (for the pool's metrics)."""
 
 
+class StoreRefused(NamedTuple):
+    """The store refuses the configuration (the loop ended): the pool must stop with it."""
+
+    error: StoreMisconfigured
+
+
 Report = (
     BatchPopped
     | JobStarted
@@ -81,6 +90,7 @@ Report = (
     | BatchSettled
     | WorkerExiting
     | EngineFailed
+    | StoreRefused
 )
 
 
@@ -130,30 +140,44 @@ def child_main(
     selector: str,
     limits: Limits,
     conn: Connection,
+    supervisor: int,
+    stop_with_supervisor: bool,
     tasks_per_process: int = 1,
     threads: int = 1,
 ) -> None:
-    """The body of a worker process (forked by the supervisor); it runs one job at a time
-    (`WorkerLoop`) or up to `tasks_per_process` at once (`ConcurrentLoop`)."""
+    """The body of a worker process (forked by the supervisor, whose pid is `supervisor`);
+    it runs one job at a time (`WorkerLoop`) or up to `tasks_per_process` at once
+    (`ConcurrentLoop`).
+
+    `stop_with_supervisor`: have Linux send SIGTERM when the supervisor dies; only for a
+    fork by the supervisor's main thread, as Linux sends it when the forking thread ends.
+    """
     lead_own_group()
+    if stop_with_supervisor:
+        stop_with_parent(signal.SIGTERM)
     # The supervisor owns Ctrl-C: a terminal's SIGINT reaches the whole process group,
     # and children must not die of it mid-task; they stop when the supervisor says so.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     reporter = PipeReporter(conn)
     # configure=False: the supervisor stores the queues' settings, once for all children.
+    # supervisor: its pid from before the fork, as it may be gone already.
     loop = (
         ConcurrentLoop(app, queues, resolve_selector(selector), reporter=reporter,
-                       limits=limits, configure=False, tasks_per_process=tasks_per_process,
-                       threads=threads)
+                       limits=limits, configure=False, supervisor=supervisor,
+                       tasks_per_process=tasks_per_process, threads=threads)
         if tasks_per_process > 1
         else WorkerLoop(app, queues, resolve_selector(selector), reporter=reporter,
-                        limits=limits, configure=False)
+                        limits=limits, configure=False, supervisor=supervisor)
     )  # fmt: skip
     signal.signal(signal.SIGTERM, lambda signum, frame: loop.stop())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     if app.settings.on_worker_startup:
         app.settings.on_worker_startup()
-    reason = loop.run()
+    try:
+        reason = loop.run()
+    except StoreMisconfigured as error:
+        conn.send(StoreRefused(error))
+        reason = "the store refuses the configuration"
     if app.settings.on_worker_shutdown:
         app.settings.on_worker_shutdown()
     kill_strays()  # nothing a task started outlives the process that ran it

@@ -5,7 +5,9 @@ engine calls; the store may be away, or its write lock held, for minutes. The su
 must meanwhile go on reaping, replacing and time-limiting its children, so it never waits
 on the store: chores run a few at a time in each supervise round, through an engine of
 its own that gives up after CHORE_MAX_WAIT, and what fails for want of the store is
-tried again after a pause (growing to CHORE_MAX_PAUSE), in order, until it is done.
+tried again after a pause (growing to CHORE_MAX_PAUSE), in order, until it is done. A
+store that refuses the configuration (`StoreMisconfigured`) is no outage: the chores are
+dropped, and the supervisor told.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from lanner.engine import Engine
-from lanner.errors import EngineUnavailable, LannerError
+from lanner.errors import EngineUnavailable, LannerError, StoreMisconfigured
 from lanner.worker.outage import Outage
 
 if TYPE_CHECKING:
@@ -42,10 +44,18 @@ Chore = Callable[[Engine], None]
 class Chores:
     """A queue of engine work, done a step at a time through an impatient engine."""
 
-    def __init__(self, app: App, on_unavailable: Callable[[], None] | None = None) -> None:
-        """`on_unavailable` is called each time a chore finds the store away."""
+    def __init__(
+        self,
+        app: App,
+        on_unavailable: Callable[[], None] | None = None,
+        on_refused: Callable[[StoreMisconfigured], None] | None = None,
+    ) -> None:
+        """`on_unavailable` is called each time a chore finds the store away; `on_refused`
+        when the store refuses the configuration (the chores are dropped then: none can be
+        done with it)."""
         self._app = app
         self._on_unavailable = on_unavailable
+        self._on_refused = on_refused
         self._impatient: Engine | None = None
         self._pending: deque[tuple[str, Chore]] = deque()
         self._outage = Outage(app.settings.broker)
@@ -74,6 +84,11 @@ class Chores:
                     self._on_unavailable()
                 self._next_try = time.monotonic() + min(self._outage.backoff.pause, CHORE_MAX_PAUSE)
                 self._outage.backoff.grow()
+                return
+            except StoreMisconfigured as error:
+                self._pending.clear()
+                if self._on_refused is not None:
+                    self._on_refused(error)
                 return
             except LannerError as error:
                 logger.warning("%s: %s", what, error)

@@ -46,6 +46,7 @@ from lanner.engine import Capability
 from lanner.errors import (
     JobCancelled,
     LannerError,
+    StoreMisconfigured,
     TaskFailed,
     TimeLimitExceeded,
 )
@@ -130,10 +131,11 @@ class ConcurrentLoop(WorkerLoop):
         reporter: Reporter | None = None,
         limits: Limits | None = None,
         configure: bool = True,
+        supervisor: int | None = None,
     ) -> None:
         super().__init__(
             app, queues, selector, worker=worker, reporter=reporter, limits=limits,
-            configure=configure,
+            configure=configure, supervisor=supervisor,
         )  # fmt: skip
         self.slots = tasks_per_process
         self.threads = min(threads, tasks_per_process)
@@ -144,6 +146,7 @@ class ConcurrentLoop(WorkerLoop):
         self._alone: InFlight | None = None  # a job that runs with no other beside it
         self._waiting_alone: set[InFlight] = set()  # jobs waiting to run alone
         self._unflushed = False  # a batch was reported that is not all settled yet
+        self._popping: asyncio.Future[tuple[QueueConfig, list[Job] | None]] | None = None
         self._pop_thread = concurrent.futures.ThreadPoolExecutor(1, "lanner-pop")
         self._engine_thread = concurrent.futures.ThreadPoolExecutor(1, "lanner-engine")
         self._task_threads = concurrent.futures.ThreadPoolExecutor(self.threads, "lanner-task")
@@ -177,6 +180,8 @@ class ConcurrentLoop(WorkerLoop):
                     if self._undone:
                         await self._call(self.complete_done)
                     reason = await self._feed()
+                except StoreMisconfigured:
+                    raise  # waiting cannot fix it: the pool stops
                 except LannerError as error:
                     outage.failed(error)
                     self.reporter.engine_error()
@@ -184,6 +189,7 @@ class ConcurrentLoop(WorkerLoop):
                     outage.backoff.grow()
                     continue
                 outage.ended()
+            await self._give_back_popping()
             await self._finish_in_flight()
         finally:
             for chore in chores:
@@ -200,34 +206,58 @@ class ConcurrentLoop(WorkerLoop):
         self._configured = True
 
     async def _feed(self) -> str | None:
-        """Fill the free slots from one queue; the name of a limit reached, if one is."""
+        """Fill the free slots from one queue; the name of a limit reached, if one is.
+
+        The next pop is sent to the pop thread before the jobs just popped start, so that
+        the store works on it while the event loop starts them."""
         free = self.slots - len(self._held)
         if free <= 0 or self._alone is not None or self._waiting_alone:
             await self._wait_for_change(SLOT_WAIT_SEC)
             return self.limit_reached()
-        queue, block = await self._pop_call(self._choose)
-        count = min(free, MAX_POP)
-        if queue.name in self._sync_queues:
-            count = min(count, self._sync_free)
-            if count == 0:
-                await self._wait_for_change(SLOT_WAIT_SEC)
-                return self.limit_reached()
-        jobs = await self._pop_call(self._pop, queue, block, count)
+        popping, self._popping = self._popping or self._pop_soon(free), None
+        queue, jobs = await popping
+        if jobs is None:  # a queue of sync jobs while every thread is busy
+            await self._wait_for_change(SLOT_WAIT_SEC)
+            return self.limit_reached()
         if not jobs:
             self._ready = (0.0, frozenset())  # stale: ask the engine next time
             return self.limit_reached()
         self.reporter.batch(queue.name, [job.jid for job in jobs])
         self._unflushed = True
-        for job in jobs:
-            flight = InFlight(job, queue)
-            self._held[job.jid] = flight
+        flights = [InFlight(job, queue) for job in jobs]
+        self._held.update((flight.job.jid, flight) for flight in flights)
+        free = self.slots - len(self._held)
+        if free > 0 and not self._stopping and self.limit_reached() is None:
+            self._popping = self._pop_soon(free)
+        for flight in flights:
             flight.task = asyncio.create_task(self._run_job(flight))
         return self.limit_reached()
 
-    def _choose(self) -> tuple[QueueConfig, bool]:
-        """The next queue, and whether to block on it (it had no work when chosen)."""
+    def _pop_soon(self, free: int) -> asyncio.Future[tuple[QueueConfig, list[Job] | None]]:
+        """Choose a queue and pop at most `free` jobs, in the pop thread, from now."""
+        return asyncio.get_running_loop().run_in_executor(self._pop_thread, self._pop_some, free)
+
+    def _pop_some(self, free: int) -> tuple[QueueConfig, list[Job] | None]:
+        """The pop thread's part of `_feed`: the jobs of the queue chosen (None: it holds
+        sync jobs and no thread is free). A long poll only on a queue that had no work."""
         queue = self.select()
-        return queue, queue.name not in self.ready_queues()
+        count = min(free, MAX_POP)
+        if queue.name in self._sync_queues:
+            count = min(count, self._sync_free)
+            if count <= 0:
+                return queue, None
+        return queue, self._pop(queue, queue.name not in self.ready_queues(), count)
+
+    async def _give_back_popping(self) -> None:
+        """A pop sent before the loop stopped: what it took goes back to its queue."""
+        popping, self._popping = self._popping, None
+        if popping is None:
+            return
+        with contextlib.suppress(LannerError):
+            queue, jobs = await popping
+            if jobs:
+                await self._call(self._release, [job.jid for job in jobs], queue.name,
+                                 "worker stopping")  # fmt: skip
 
     async def _wait_for_change(self, timeout: float) -> None:
         """Until a job ends here (every waiter wakes), or `timeout`."""
@@ -236,7 +266,7 @@ class ConcurrentLoop(WorkerLoop):
 
     async def _pause(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        while not self._stopping and time.monotonic() < deadline:
+        while not (self._stopping or self._orphaned()) and time.monotonic() < deadline:
             await asyncio.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
     async def _finish_in_flight(self) -> None:
@@ -248,13 +278,12 @@ class ConcurrentLoop(WorkerLoop):
     # -- one job --------------------------------------------------------------------------
     async def _run_job(self, flight: InFlight) -> None:
         job = flight.job
-        token = context.running_job(job)
+        context.running_job(job)  # in this asyncio task's own context: never reset
         try:
             await self._run_admitted(flight)
         except LannerError as error:  # the store failed settling it: it comes back by its lock
             logger.warning("job %s not settled: %s", job.jid, error)
         finally:
-            context.reset(token)
             self._ended(flight)
 
     async def _run_admitted(self, flight: InFlight) -> None:
@@ -427,8 +456,12 @@ class ConcurrentLoop(WorkerLoop):
 
     # -- the store's side -----------------------------------------------------------------
     async def _call(self, action: Callable[..., T], *args: Any) -> T:
-        """Run an engine call (or a chore made of them) in the engine thread."""
-        return await asyncio.get_running_loop().run_in_executor(self._engine_thread, action, *args)
+        """Run an engine call (or a chore made of them: a failure settled through the
+        task's hooks) in the engine thread, in this job's context (`current_job()`)."""
+        context_now = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            self._engine_thread, context_now.run, action, *args
+        )
 
     async def _pop_call(self, action: Callable[..., T], *args: Any) -> T:
         """Run a pop (or a selection, which asks the engine) in the pop thread."""
@@ -437,8 +470,12 @@ class ConcurrentLoop(WorkerLoop):
     async def _settle_often(self) -> None:
         while True:
             await asyncio.sleep(COMPLETE_WITHIN_SEC)
-            with contextlib.suppress(LannerError):  # kept in _undone; _run waits it out
+            try:
                 await self._complete_all()
+            except LannerError:
+                pass  # kept in _undone: _run waits the store out
+            except Exception:  # never the end of completions
+                logger.exception("completing finished jobs")
 
     async def _complete_all(self) -> None:
         done, self._done = self._done, {}
@@ -465,6 +502,8 @@ class ConcurrentLoop(WorkerLoop):
                     await self._look()
             except LannerError as error:
                 logger.warning("keeping %d job(s): %s", len(self._held), error)
+            except Exception:  # never the end of heartbeats
+                logger.exception("keeping %d job(s)", len(self._held))
 
     async def _beat(self) -> None:
         jids = list(self._held)

@@ -12,8 +12,8 @@ What `handle_failure` leaves unsettled is settled after it: a job it returned Fa
 with the traceback; a job it returned True for without putting it back through lanner
 (it published a follow-up of its own, say) is completed, as Kale deletes the message. A
 `handle_failure` that raises fails the job, with both tracebacks. A task's return value
-JSON cannot carry (`ResultError`) fails the job into its own group at once: the run
-succeeded, and running it again would not help.
+JSON cannot carry, or the engine would not keep (`ResultError`, `ResultTooLarge`), fails
+the job into its own group at once: the run succeeded, and running it again would not help.
 """
 
 from __future__ import annotations
@@ -154,6 +154,7 @@ def settle_failure(
         message.task_inst = task
     details = "".join(traceback.format_exception(error))
     if isinstance(error, ResultError):
+        logger.error("job %s failed into %s: %s", job.jid, error.group, error)
         fail(engine, worker, job, error.group, str(error))
         return SettledFailure(message, permanent=True)
     group = exception_group(error)

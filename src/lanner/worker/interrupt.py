@@ -59,22 +59,24 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def running(jid: str, time_limit: float) -> Iterator[None]:
-    """Run the block as job `jid`'s task, interruptible, stopped after `time_limit` seconds."""
+def running(jid: str, time_limit: float | None) -> Iterator[None]:
+    """Run the block as job `jid`'s task, interruptible, stopped after `time_limit` seconds
+    (None, or 0: no time limit; it can still be stopped)."""
     global _running
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     if signal.getsignal(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
-    deadline = time.monotonic() + time_limit if time_limit > 0 else float("inf")
-    _running = _Running(jid, time_limit, deadline)
-    if time_limit > 0:
-        signal.setitimer(signal.ITIMER_REAL, time_limit)
+    limit = time_limit or 0.0
+    deadline = time.monotonic() + limit if limit > 0 else float("inf")
+    _running = _Running(jid, limit, deadline)
+    if limit > 0:
+        signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         yield
     finally:
-        if time_limit > 0:
+        if limit > 0:
             signal.setitimer(signal.ITIMER_REAL, 0)
         _running = None
 

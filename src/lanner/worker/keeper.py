@@ -33,6 +33,13 @@ CHECK_EVERY_SEC: Final = 1.0
 """How often a running job is looked at: how soon a cancel reaches its task."""
 
 
+def lock_needed(time_limit: float | None, lock_seconds: float) -> float:
+    """How long a job's lock must still last when its task starts, or be extended first:
+    its time limit; for a task without one, until the first heartbeat (a third of the
+    lock after the start), with room to spare."""
+    return time_limit if time_limit is not None else lock_seconds / 2
+
+
 class _Watched:
     """The running job: when it was last heartbeaten, last looked at."""
 
@@ -55,6 +62,7 @@ class Keeper:
         self._watched: _Watched | None = None
         self._period = 1.0
         self._duty: Callable[[], None] | None = None  # the batch duty, while a batch is kept
+        self._on_duty = threading.Lock()  # held while the batch duty runs
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopped = False
@@ -75,11 +83,18 @@ class Keeper:
         self._start()
 
     def keep(self, duty: Callable[[], None] | None) -> None:
-        """Run `duty` every BATCH_TICK_SEC from now on (None: no batch in hand)."""
+        """Run `duty` every BATCH_TICK_SEC from now on (None: no batch in hand).
+
+        `keep(None)` returns once a duty already running has ended: what it took of the
+        batch (a completion, a give-back) is then done, not left half-way for the loop's
+        next batch or its exit to cut short."""
         self._duty = duty
         if duty is not None:
             self._start()
             self._wake.set()
+            return
+        with self._on_duty:
+            pass
 
     def stop(self) -> None:
         """End the thread (a loop that is done with its engine)."""
@@ -101,9 +116,10 @@ class Keeper:
             self._wake.clear()
             if self._stopped:
                 return
-            duty = self._duty
-            if duty is not None:
-                self._attempt("the batch duty", duty)
+            with self._on_duty:
+                duty = self._duty  # read under the lock: a duty keep(None) ended never starts
+                if duty is not None:
+                    self._attempt("the batch duty", duty)
             watched = self._watched
             if watched is not None and not watched.gone:
                 self._keep_running(watched)

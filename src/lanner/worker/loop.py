@@ -21,7 +21,7 @@ while another is idle; fast ones still come ten to a pop. A job that cannot be d
 names an unknown task, has a bad signature, does not fit the task's arguments or is too
 large never reaches a task: it fails into a `lanner-*` failure group with the reason, and
 the rest of the batch runs. A store that is away is waited out (`outage.py`), never a
-reason to exit.
+reason to exit; one that refuses the configuration (`StoreMisconfigured`) ends `run`.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ from lanner.errors import (
     JobNotFound,
     LannerError,
     LockLost,
+    MalformedArgument,
+    StoreMisconfigured,
     TaskFailed,
     TimeoutException,
     Unsupported,
@@ -56,7 +58,7 @@ from lanner.task import Task
 from lanner.worker import failures, interrupt
 from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
-from lanner.worker.keeper import Keeper
+from lanner.worker.keeper import Keeper, lock_needed
 from lanner.worker.outage import Outage
 from lanner.worker.processes import kill_strays, rss_mb
 from lanner.worker.reporter import NoReporter, Outcome, Reporter
@@ -117,13 +119,16 @@ class WorkerLoop:
         configure: bool = True,
         on_error: Callable[[Job, BaseException], None] | None = None,
         give_back_held: bool = True,
+        supervisor: int | None = None,
     ) -> None:
         """`configure=False`: the queues' settings are already in the engine (a pool stores
         them once for all its processes). `on_error(job, error)` is told of each task
         error, and of each job that could not reach its task (as a `TaskFailed`), after
         the job was retried or failed as usual. `give_back_held=False`: a batch is run
         whole however long it is held (`drain`: no other process would start it sooner,
-        and what runs must not depend on the machine's speed)."""
+        and what runs must not depend on the machine's speed). `supervisor`: the pid of
+        the process that supervises this one (default, with a `reporter`: the parent's
+        now); once it is gone, the loop stops as if told to (`orphaned`)."""
         if not queues:
             raise ValueError("a worker needs at least one queue")
         self.app = app
@@ -134,7 +139,9 @@ class WorkerLoop:
         self.limits = limits or Limits()
         self.processed = 0
         self._pid = os.getpid()
-        self._parent = os.getppid() if reporter is not None else None
+        if supervisor is None and reporter is not None:
+            supervisor = os.getppid()
+        self._supervisor = supervisor
         self._stopping = False
         self._ready: tuple[float, frozenset[str]] = (0.0, frozenset())
         self._keeper = Keeper(lambda: self.engine, self.worker)
@@ -168,16 +175,22 @@ class WorkerLoop:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
-        """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
+        """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...).
+        A store that refuses the configuration raises `StoreMisconfigured`."""
         outage = Outage(self.app.settings.broker, self.outage_first_pause)
         reason: str | None = None
         while not self._stopping and reason is None:
+            if self._orphaned():
+                reason = "orphaned"  # checked each round: an idle loop never reaches a limit
+                break
             try:
                 if not self._configured:
                     configure_queues(self.engine, self.queues)
                     self._configured = True
                 self.complete_done()
                 reason = self._round()
+            except StoreMisconfigured:
+                raise  # waiting cannot fix it: the caller stops (a pool: every process)
             except LannerError as error:
                 # The store is away (or refuses us): wait and try again, rather than die and
                 # be replaced in a loop. Finished jobs are completed once it is back; jobs
@@ -189,7 +202,8 @@ class WorkerLoop:
                 # again elsewhere: their holder keeps trying often.
                 holding = bool(self._undone)
                 outage.backoff.sleep(
-                    lambda: self._stopping, HOLDER_PAUSE_SEC if holding else float("inf")
+                    lambda: self._stopping or self._orphaned(),
+                    HOLDER_PAUSE_SEC if holding else float("inf"),
                 )
                 continue
             outage.ended()
@@ -266,14 +280,21 @@ class WorkerLoop:
                 return []
 
     def limit_reached(self) -> str | None:
-        if self._parent is not None and os.getppid() != self._parent:
-            self._stopping = True  # the supervisor is gone: nobody would replace or stop us
+        if self._orphaned():
             return "orphaned"
         if self.limits.max_tasks is not None and self.processed >= self.limits.max_tasks:
             return "max-tasks"
         if self.limits.max_memory_mb is not None and rss_mb() >= self.limits.max_memory_mb:
             return "max-memory"
         return None
+
+    def _orphaned(self) -> bool:
+        """Whether the supervisor is gone (this process has another parent now): nobody
+        would replace or stop it, so it stops (after its running task)."""
+        if self._supervisor is not None and os.getppid() != self._supervisor:
+            self._stopping = True
+            return True
+        return False
 
     def batch_size(self, queue: QueueConfig) -> int:
         """How many jobs to pop: `batch_size`, or what runs in about BATCH_HOLD_SEC."""
@@ -346,6 +367,10 @@ class WorkerLoop:
         try:
             with self._settling:
                 done = self.engine.complete_many(jids, self.worker, queue, results=results or None)
+        except MalformedArgument:
+            # Refused as sent, nothing changed: not an outage, and not kept for a later
+            # try, which would be refused again while no new job starts.
+            raise
         except LannerError:
             with self._undone_lock:
                 jobs, kept = self._undone.setdefault(queue, ([], {}))
@@ -387,7 +412,8 @@ class WorkerLoop:
                 if self._on_error is not None:
                     self._on_error(job, TaskFailed(job.jid, rejected.group, rejected.message))
                 return
-            if time.time() + task_class.time_limit > job.expires and not self._extend(job):
+            needed = lock_needed(task_class.time_limit, queue.visibility_timeout_sec)
+            if time.time() + needed > job.expires and not self._extend(job):
                 return
             try:
                 task = task_class(job, payload)
@@ -429,7 +455,9 @@ class WorkerLoop:
         batch: Batch,
     ) -> None:
         retry_delay = self._retry_delay(job)
-        self.reporter.started(job.jid, time.time() + task.time_limit, retry_delay)
+        limit = task.time_limit
+        deadline = float("inf") if limit is None else time.time() + limit
+        self.reporter.started(job.jid, deadline, retry_delay)
         self._keeper.watch(job.jid, queue.visibility_timeout_sec, self._stop_task)
         started = time.monotonic()
         try:
@@ -449,10 +477,13 @@ class WorkerLoop:
             self._exit_if_forked()
             self._keeper.watch(None)
             self.processed += 1
-        batch.ran(job.jid, result)
         ran = time.monotonic() - started
         logger.debug("job %s (%s) done in %.3f s", job.jid, job.klass, ran)
+        # Reported before the batch may complete it (the keeper can, at once): the
+        # supervisor must hear of the end before the completion, or it waits for a
+        # completion it already had, and takes the child's clean exit for a death.
         self.reporter.finished(job.jid, True, "completed", job.klass, ran)
+        batch.ran(job.jid, result)
 
     def _stop_task(self, jid: str, why: str) -> None:
         """The keeper's word that the running job is no longer this worker's: stop its task
@@ -463,11 +494,12 @@ class WorkerLoop:
 
     def _result(self, task_class: type[Task], value: Any) -> str | None:
         """What the job keeps of its task's return value: JSON text, if the task keeps one
-        and the engine can (`ResultError` if it cannot travel as JSON)."""
+        and the engine can (`ResultError` if it cannot travel as JSON or the engine would
+        refuse it: checked here, so that it fails its own job, not its batch's completion)."""
         keeps = task_class.keeps_result(self.app)
         if not keeps or Capability.RESULTS not in self.engine.capabilities:
             return None
-        return encode_result(value, task_class.name)
+        return encode_result(value, task_class.name, self.engine.max_data_bytes)
 
     def _exit_if_forked(self) -> None:
         """A copy of this process a task forked, back from the task: it must never act as

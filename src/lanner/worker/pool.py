@@ -12,7 +12,12 @@ The supervisor
   (recovery.py), and completes the finished jobs of a child that stopped answering;
 - on SIGTERM or SIGINT shuts down warm: children finish their running task within
   `shutdown_timeout` and give back the rest at once; on a second signal, or when the
-  timeout passes, shuts down cold: children are killed and their jobs given back.
+  timeout passes, shuts down cold: children are killed and their jobs given back. A signal
+  is honoured at any moment, while the children are still being forked too: the forking
+  stops, and every child forked is told (each is registered before the signal can run).
+
+No child outlives it: a child whose supervisor is gone (killed) stops after its running
+task, told by Linux at once (PR_SET_PDEATHSIG) or seeing its new parent at its next round.
 
 An observer (observer.py; the metrics of `lanner worker --metrics-port`) is told of each
 job's end, of children, recycles, kills and engine errors, and asked before each fork
@@ -20,12 +25,15 @@ whether it may fork: nothing of its thread or socket may cross into a child.
 
 It never waits on the store: what it owes the engine (the queues' settings, recoveries) is
 done as chores (chores.py), between supervision rounds, and retried while the store is
-away. Neither the supervisor nor a child exits because the store is unreachable.
+away. Neither the supervisor nor a child exits because the store is unreachable; but a
+store that refuses the configuration (a wrong password, a file that is not lanner's:
+`StoreMisconfigured`), which waiting cannot fix, stops the pool, and `run` raises it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import importlib
 import logging
@@ -33,16 +41,19 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from lanner.engine import Capability, Engine
 from lanner.engines import shown_url
+from lanner.errors import ConfigError, StoreMisconfigured
+from lanner.limits import MAX_PROCESSES
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.worker.child import (
@@ -55,6 +66,7 @@ from lanner.worker.child import (
     JobStarted,
     JobStopping,
     Report,
+    StoreRefused,
     WorkerExiting,
     child_main,
 )
@@ -132,32 +144,52 @@ class WorkerPool:
         """`concurrency` processes, each running up to `tasks_per_process` jobs at once
         (async tasks on its event loop; sync ones in up to `threads` threads, 1 unless
         asked: docs/worker.md). `observer` is told what the pool does
-        (lanner.metrics.pool.PoolMetrics)."""
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        settings = app.settings
+        (lanner.metrics.pool.PoolMetrics).
+
+        Sizes out of bounds (`concurrency` above `lanner.limits.MAX_PROCESSES`, the others
+        as settings take them) raise `ConfigError` before anything starts."""
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+            raise ConfigError(f"concurrency must be an int, not {concurrency!r}")
+        if not 1 <= concurrency <= MAX_PROCESSES:
+            raise ConfigError(
+                f"concurrency must be from 1 to {MAX_PROCESSES} worker processes, "
+                f"not {concurrency} (docs/worker.md says why)"
+            )
+        given: dict[str, Any] = {
+            "max_tasks_per_child": max_tasks_per_child or None,
+            "tasks_per_process": tasks_per_process,
+            "threads": threads,
+            "die_on_resident_set_size_mb": max_memory_per_child_mb or None,
+            "shutdown_timeout_sec": shutdown_timeout,
+            "time_limit_grace_sec": time_limit_grace,
+        }
+        # The settings' own checks (and bounds) apply to what is given here.
+        settings = dataclasses.replace(
+            app.settings, **{name: value for name, value in given.items() if value is not None}
+        )
         self.app = app
         self.concurrency = concurrency
-        self.tasks_per_process = tasks_per_process or settings.tasks_per_process
-        self.threads = threads or settings.threads
+        self.tasks_per_process = settings.tasks_per_process or 1
+        self.threads = settings.threads or 1
         self.queues = tuple(queues or app.queues)
         self.selector = selector or settings.queue_selector
         resolve_selector(self.selector)  # a bad name fails here, not in every child
         self.limits = Limits(
-            max_tasks=max_tasks_per_child or settings.max_tasks_per_child,
-            max_memory_mb=max_memory_per_child_mb or settings.die_on_resident_set_size_mb,
+            max_tasks=settings.max_tasks_per_child,
+            max_memory_mb=settings.die_on_resident_set_size_mb,
         )
-        self.shutdown_timeout = (
-            settings.shutdown_timeout_sec if shutdown_timeout is None else shutdown_timeout
-        )
-        self.time_limit_grace = (
-            settings.time_limit_grace_sec if time_limit_grace is None else time_limit_grace
-        )
+        self.shutdown_timeout = settings.shutdown_timeout_sec
+        self.time_limit_grace = settings.time_limit_grace_sec
         self.processed = 0
         self._children: dict[int, _Child] = {}
         self._context = multiprocessing.get_context("fork")
         self._observer: PoolObserver = observer or NoObserver()
-        self._chores = Chores(app, on_unavailable=lambda: self._observer.engine_error("supervisor"))
+        self._chores = Chores(
+            app,
+            on_unavailable=lambda: self._observer.engine_error("supervisor"),
+            on_refused=self._store_refused,
+        )
+        self.refused: StoreMisconfigured | None = None  # why the pool stopped, if it did
         self._stopping_since: float | None = None
         self._cold = False
         self._spawns_due: list[float] = []  # when children are to be started (monotonic)
@@ -177,12 +209,14 @@ class WorkerPool:
             orphans_of_host(socket.gethostname(), process_alive, self.app.settings.retry_delay),
         )
         self._chores.run()  # now if the store answers: children then pop with the right lock
+        if self._stopping_since is not None:
+            return  # stopped meanwhile (a signal during the imports or the chores)
         self._spawns_due = [time.monotonic()] * self.concurrency
         self._spawn_due()
         logger.info(
-            "pool started: %d processes on %s, queues %s, selector %s", self.concurrency,
-            shown_url(self.app.settings.broker), ", ".join(q.name for q in self.queues),
-            self.selector,
+            "pool started: %d process%s on %s, queues %s, selector %s", self.concurrency,
+            "" if self.concurrency == 1 else "es", shown_url(self.app.settings.broker),
+            ", ".join(q.name for q in self.queues), self.selector,
         )  # fmt: skip
 
     def run(self) -> None:
@@ -195,6 +229,8 @@ class WorkerPool:
         self._finish_chores()
         self._observer.close()
         logger.info("pool stopped: %d jobs processed", self.processed)
+        if self.refused is not None:
+            raise self.refused
 
     def supervise(self, timeout: float = 0.1) -> None:
         """One round: read children's reports, reap and replace, enforce time limits, and
@@ -254,51 +290,65 @@ class WorkerPool:
 
     # -- children -------------------------------------------------------------------------
     def _spawn_due(self) -> None:
+        if self._stopping_since is not None:
+            self._spawns_due.clear()  # e.g. refused by the store at start: none may start
+            return
         now = time.monotonic()
         due = [at for at in self._spawns_due if at <= now]
         if not due or not self._observer.ready_to_fork():
             return  # an observer not ready (stopping its thread) is asked again next round
         self._spawns_due = [at for at in self._spawns_due if at > now]
         try:
-            for _ in due:
-                self._spawn()
+            for started, _ in enumerate(due):
+                if self._stopping_since is not None:
+                    return  # a stop interrupts the forking; those forked were told to stop
+                try:
+                    self._spawn()
+                except OSError as error:  # out of processes or file descriptors
+                    pause = self._respawn.pause
+                    self._respawn.grow()
+                    logger.error("cannot start a worker process (%s): trying again in %g s",
+                                 error, pause)  # fmt: skip
+                    self._spawns_due += [time.monotonic() + pause] * (len(due) - started)
+                    return
         finally:
             self._observer.forked()
             self._observer.children(len(self._children))
 
     def _spawn(self) -> None:
         receive, send = self._context.Pipe(duplex=False)
+        # PR_SET_PDEATHSIG follows the forking thread: only a main thread's fork may use it.
+        main_thread = threading.current_thread() is threading.main_thread()
         process = self._context.Process(
             target=child_main,
-            args=(
-                self.app,
-                self.queues,
-                self.selector,
-                self.limits,
-                send,
-                self.tasks_per_process,
-                self.threads,
-            ),
+            args=(self.app, self.queues, self.selector, self.limits, send, os.getpid(),
+                  main_thread, self.tasks_per_process, self.threads),
             name=f"lanner-worker-{len(self._children) + 1}",
             daemon=False,
-        )
+        )  # fmt: skip
         # A child starts with the supervisor's signal handlers; a SIGTERM before it has
         # its own would run the supervisor's. Blocked here, such a signal waits for the
-        # child's handler (the child unblocks once it is installed).
+        # child's handler (the child unblocks once it is installed). The supervisor's own
+        # stop signals wait too, until the child is registered: a stop then tells it.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
-            process.start()
+            try:
+                process.start()
+            except BaseException:
+                receive.close()
+                raise
+            finally:
+                send.close()
+            assert process.pid is not None
+            # The child makes itself a group leader too; whichever runs first, the group
+            # exists from here on, so a kill of the group never misses a child just started.
+            with contextlib.suppress(OSError):
+                os.setpgid(process.pid, process.pid)
+            self._children[process.pid] = _Child(
+                process, receive, f"{socket.gethostname()}-{process.pid}"
+            )
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-        send.close()
-        assert process.pid is not None
-        # The child makes itself a group leader too; whichever runs first, the group exists
-        # from here on, so a kill of the group never misses a child just started.
-        with contextlib.suppress(OSError):
-            os.setpgid(process.pid, process.pid)
-        self._children[process.pid] = _Child(
-            process, receive, f"{socket.gethostname()}-{process.pid}"
-        )
 
     def _read(self, child: _Child) -> None:
         try:
@@ -332,6 +382,8 @@ class WorkerPool:
                     self._observer.recycled(reason)
             case EngineFailed():
                 self._observer.engine_error("worker")
+            case StoreRefused(error):
+                self._store_refused(error)
 
     def _finished(self, child: _Child, report: JobFinished) -> None:
         child.running.pop(report.jid, None)
@@ -373,14 +425,22 @@ class WorkerPool:
         return not child.exited_cleanly and young and child.jobs_started == 0 and not killed
 
     def _recover(self, child: _Child) -> None:
-        """Give back what the dead child held (a chore: never waits on the store)."""
+        """Give back what the child held, dead or exited before all was settled (a chore:
+        never waits on the store)."""
         code = child.process.exitcode
-        cause = child.killed_for or f"worker process died (exit code {code})"
-        running = (
-            f" running job {', '.join(child.running)}" if len(child.running) < 4
-            else f" running {len(child.running)} jobs"
-        ) if child.running else ""  # fmt: skip
-        logger.error("worker %s%s: %s; giving back its jobs", child.worker, running, cause)
+        if child.exited_cleanly and not child.killed_for and code == 0:
+            # It exited on purpose (a shutdown, a recycle) but could not settle everything
+            # (the store was away at its end): nobody died, what is left is settled here.
+            cause = "worker process exited before its jobs were settled"
+            logger.warning("worker %s exited before settling %d job(s): settling them",
+                           child.worker, len({*child.held, *child.finished}))  # fmt: skip
+        else:
+            cause = child.killed_for or f"worker process died (exit code {code})"
+            running = (
+                f" running job {', '.join(child.running)}" if len(child.running) < 4
+                else f" running {len(child.running)} jobs"
+            ) if child.running else ""  # fmt: skip
+            logger.error("worker %s%s: %s; giving back its jobs", child.worker, running, cause)
         dead = DeadWorker(
             worker=child.worker,
             reported=tuple(child.held),
@@ -451,6 +511,13 @@ class WorkerPool:
             logger.warning("%d chore(s) left undone: the store is away; their jobs come back "
                            "when their locks run out", len(self._chores))  # fmt: skip
         self._chores.close()
+
+    def _store_refused(self, error: StoreMisconfigured) -> None:
+        """Waiting cannot fix the store's refusal: stop (warm), for `run` to raise it."""
+        if self.refused is None:
+            self.refused = error
+            logger.error("the store refuses the pool's configuration: stopping")
+        self.stop()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._stopping_since is None:

@@ -3,20 +3,39 @@
 A time-limit kill or a cold shutdown kills the whole group of a worker process, not just
 the process, so a subprocess a task started cannot outlive it; after a soft time limit, a
 worker process kills what its task left running in its group. A group's leader is the
-worker process itself, so its pid is the group's id. Also: a process's memory, and
-whether a process is alive.
+worker process itself, so its pid is the group's id. Also: a process's memory, whether
+a process is alive, and a signal at its parent's death.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import sys
+from typing import Final
+
+_PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 
 
 def lead_own_group() -> None:
     """Make this (worker) process the leader of a new process group."""
     os.setpgid(0, 0)
+
+
+def stop_with_parent(signum: int) -> bool:
+    """Have Linux send this process `signum` when the thread that forked it ends (in a
+    process forked by a main thread: when its parent dies), however the parent died; True
+    if set. Elsewhere, or if libc cannot be loaded, nothing: the process still notices a
+    new parent pid, later."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
 
 
 def kill_group(pgid: int, signum: int = signal.SIGKILL) -> None:

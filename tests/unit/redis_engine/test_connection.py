@@ -19,6 +19,7 @@ from lanner import (
     LockLost,
     MalformedArgument,
     PayloadTooLarge,
+    StoreMisconfigured,
 )
 from lanner.engines.redis.connection import RedisAddress, RedisOptions, parse_url
 from lanner.engines.redis.engine import RedisEngine
@@ -100,12 +101,45 @@ def test_password_and_acl_user(redis_server_factory: Callable[..., RedisServer])
         with RedisEngine(url) as engine:
             engine.put("q", "j1", "Task", now=T0)
             assert engine.get("j1", now=T0) is not None
-    for url in [f"redis://{base}/0", f"redis://:wrong@{base}/0", f"redis://alice:x@{base}/0"]:
-        start = time.monotonic()
-        with pytest.raises(EngineUnavailable, match=r"(?i)auth|password") as refused:
-            RedisEngine(url)
-        assert isinstance(refused.value.__context__, redis.AuthenticationError)
-        assert time.monotonic() - start < 1.0, "a bad password is not retried"
+
+
+@pytest.mark.parametrize(
+    ("credentials", "said"),
+    [("", "asks for a password"), (":wrong@", "refused"), ("alice:x@", "refused")],
+    ids=["none", "wrong-password", "wrong-user-password"],
+)
+def test_a_refused_password_is_misconfigured_at_once_not_an_outage(
+    redis_server_factory: Callable[..., RedisServer],
+    caplog: pytest.LogCaptureFixture,
+    credentials: str,
+    said: str,
+) -> None:
+    server = redis_server_factory(
+        "--requirepass", "s3cret", "--user", "alice", "on", ">wonder land", "~*", "&*", "+@all"
+    )
+    start = time.monotonic()
+    with (
+        caplog.at_level("WARNING", logger="lanner.redis"),
+        pytest.raises(StoreMisconfigured, match=said) as refused,
+    ):
+        RedisEngine(f"redis://{credentials}127.0.0.1:{server.port}/0")
+    assert time.monotonic() - start < 5.0, "a refused password is not retried"
+    assert not isinstance(refused.value, EngineUnavailable)  # workers must not wait on it
+    assert isinstance(refused.value.__context__, redis.AuthenticationError)
+    assert f"redis://{'alice@' if 'alice' in credentials else ''}127.0.0.1:{server.port}/0" in str(
+        refused.value
+    )
+    assert "PASSWORD@" in str(refused.value)  # what to fix
+    assert "wrong" not in str(refused.value)
+    assert "retrying" not in caplog.text
+
+
+def test_a_user_without_the_permissions_lanner_needs_is_misconfigured(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    server = redis_server_factory("--user", "reader", "on", ">pw", "~*", "&*", "+@read")
+    with pytest.raises(StoreMisconfigured, match="does not let the broker URL's user"):
+        RedisEngine(f"redis://reader:pw@127.0.0.1:{server.port}/0")
 
 
 def test_max_data_bytes_option(redis_url: str) -> None:

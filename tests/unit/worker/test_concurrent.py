@@ -19,8 +19,10 @@ import pytest
 import lanner
 from lanner import Engine, JobState
 from lanner.app import App
+from lanner.message import KaleMessage
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
+from lanner.task import Task
 from lanner.worker.concurrent import ConcurrentLoop, runs_alone
 from lanner.worker.recovery import DEATH_ENTRY
 
@@ -89,6 +91,37 @@ async def quick(index: int) -> int:
     return index
 
 
+class Flaky(Task):
+    """Fails at its first run; its failure policy sees its own job."""
+
+    app = app
+    queue = QUEUE
+    max_retries = 1
+    _retry_delay_multiple = 0.0
+
+    async def run_task(self, index: int) -> None:
+        job = lanner.current_job()
+        assert job is not None
+        if sum(1 for event in job.history if event.what == "popped") == 1:
+            raise ValueError(f"flaky {index}")
+
+    @classmethod
+    def handle_failure(
+        cls,
+        message: KaleMessage,
+        raised_exception: BaseException,
+        increment_failure_num: bool = True,
+    ) -> bool:
+        job = lanner.current_job()
+        SEEN[message.task_id or ""] = job.jid if job is not None else None
+        return super().handle_failure(message, raised_exception, increment_failure_num)
+
+
+@app.task(queue=QUEUE, time_limit=5)
+async def outlive_the_lock(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
 @app.task(queue=QUEUE)
 async def count_neighbours() -> None:
     job = lanner.current_job()
@@ -102,8 +135,8 @@ class World:
         self.loop: ConcurrentLoop | None = None
         self.thread: threading.Thread | None = None
 
-    def start(self, tasks_per_process: int, threads: int = 1) -> ConcurrentLoop:
-        queues = [QueueConfig(QUEUE, visibility_timeout_sec=10, long_poll_time_sec=0.2)]
+    def start(self, tasks_per_process: int, threads: int = 1, lock: float = 10) -> ConcurrentLoop:
+        queues = [QueueConfig(QUEUE, visibility_timeout_sec=lock, long_poll_time_sec=0.2)]
         self.loop = ConcurrentLoop(
             app, queues, resolve_selector("reduced-lottery"),
             tasks_per_process=tasks_per_process, threads=threads,
@@ -125,8 +158,7 @@ class World:
 
     def settled(self, jids: Sequence[str]) -> bool:
         return all(
-            job.state in (JobState.COMPLETE, JobState.FAILED)
-            for job in self.engine.multiget(jids)
+            job.state in (JobState.COMPLETE, JobState.FAILED) for job in self.engine.multiget(jids)
         )
 
     def stop(self) -> None:
@@ -203,9 +235,34 @@ def test_a_job_that_was_in_flight_at_a_death_runs_alone(world: World) -> None:
     suspect = count_neighbours.delay()
     world.engine.log(suspect, DEATH_ENTRY, {"worker": "w-1", "cause": "test"})
     job = world.engine.get(suspect)
-    assert job is not None and runs_alone(job)
+    assert job is not None
+    assert runs_alone(job)
     GATE["async"] = 5
     others = [meet.delay(i) for i in range(5)]
     world.start(tasks_per_process=10)
     world.wait_until(lambda: world.settled([suspect, *others]), "the jobs to settle")
     assert SEEN[suspect] == 1  # nothing else was held while it ran
+
+
+def test_one_heartbeat_keeps_the_lock_of_every_job_in_flight(world: World) -> None:
+    long_ones = [outlive_the_lock.delay(3.0) for _ in range(5)]
+    world.start(tasks_per_process=10, lock=1.5)  # beats every 0.5 s
+    world.wait_until(lambda: world.settled(long_ones), "the long jobs to complete")
+    jobs = world.engine.multiget(long_ones)
+    assert {job.state for job in jobs} == {JobState.COMPLETE}
+    assert all([event.what for event in job.history].count("popped") == 1 for job in jobs), (
+        "a long job lost its lock and ran again"
+    )
+
+
+def test_failures_are_settled_per_job_by_its_own_policy(world: World) -> None:
+    flaky = [Flaky.publish(None, i) for i in range(5)]
+    GATE["async"] = 5
+    fine = [meet.delay(i) for i in range(5)]
+    world.start(tasks_per_process=20)
+    world.wait_until(lambda: world.settled([*flaky, *fine]), "the jobs to settle")
+    jobs = world.engine.multiget([*flaky, *fine])
+    assert {job.state for job in jobs} == {JobState.COMPLETE}
+    assert {jid: SEEN.get(jid) for jid in flaky} == {jid: jid for jid in flaky}
+    for job in jobs[:5]:
+        assert job.remaining == 0  # the retry it spent, and no other

@@ -57,6 +57,11 @@ def test_an_exception_is_retried_after_the_backoff_delay(world: World) -> None:
     assert job.state == JobState.SCHEDULED
     assert job.failure is None
     assert (job.retries, job.remaining) == (3, 2)
+    retried = job.history[-1]  # `lanner job JID` shows the run failed, and why
+    assert (retried.what, dict(retried.details)) == (
+        "retried",
+        {"worker": world.loop.worker, "group": "ValueError"},
+    )
     assert world.recorder.retry_delays(jid) == [MULTIPLE]
     assert ("finished", jid, False) in world.recorder.reports
     assert comes_back_after(world, jid, MULTIPLE, since, until).remaining == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,8 +17,10 @@ from lanner.worker.loop import Limits, WorkerLoop
 
 from .world import (
     EVENTS,
+    LOCK_SEC,
     MULTIPLE,
     PEEK,
+    QUEUE,
     STOP,
     WLBoom,
     WLCancelled,
@@ -32,6 +35,7 @@ from .world import (
     WLSlowNoRetries,
     WLStopper,
     WLTight,
+    WLUnlimited,
     WLWatcher,
     World,
     Worlds,
@@ -191,6 +195,36 @@ def test_a_job_whose_time_limit_outlasts_its_lock_gets_the_lock_extended_and_run
     assert events("run") == [("run", tight)]
 
 
+def test_a_task_without_a_time_limit_runs_unarmed_its_lock_extended_only_if_short(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No alarm, no hard-kill deadline; heartbeats keep its lock while it runs, so only a
+    lock too short to last until the keeper's first beat is extended before it starts."""
+    beats: list[str] = []
+    real = world.engine.heartbeat
+
+    def spy(jid: str, worker: str, *args: Any, **options: Any) -> float:
+        beats.append(jid)
+        return real(jid, worker, *args, **options)
+
+    monkeypatch.setattr(world.engine, "heartbeat", spy)
+    fresh = world.app.publish(WLUnlimited)
+    world.work()
+    late = world.app.publish(WLUnlimited)
+    # Held in its batch until a sixth of its lock is left.
+    (job,) = world.pop()
+    world.loop.run_batch(world.queue, [replace(job, expires=time.time() + LOCK_SEC / 6)])
+
+    assert beats == [late]
+    assert events("armed") == [("armed", fresh, 0.0), ("armed", late, 0.0)]
+    started = [report for report in world.recorder.reports if report[0] == "started"]
+    assert [(jid, deadline) for _, jid, deadline, _ in started] == [
+        (fresh, float("inf")),
+        (late, float("inf")),
+    ]
+    assert {world.get(fresh).state, world.get(late).state} == {JobState.COMPLETE}
+
+
 def test_a_batch_held_too_long_gives_back_its_unstarted_jobs_while_a_task_runs(
     world: World,
 ) -> None:
@@ -321,6 +355,20 @@ def test_the_loop_waits_out_an_engine_outage_and_carries_on(
 
     assert failures == [0]
     assert world.get(jid).state == JobState.COMPLETE
+
+
+def test_completions_the_engine_refuses_are_not_kept_as_if_the_store_were_away(
+    worlds: Worlds,
+) -> None:
+    """A result is checked before it joins its batch's completions; should the engine still
+    refuse one, the process must not hold it (and start nothing) until it is accepted."""
+    world = worlds(query="?max_data_bytes=64")
+    jid = world.app.publish(WLEcho, ["x"])
+    world.pop()
+    with pytest.raises(lanner.PayloadTooLarge, match=f"the result of {jid} is 66 bytes"):
+        world.loop._settle(QUEUE, [jid], {jid: '"' + "x" * 64 + '"'})
+    world.loop._check_settled()  # no EngineUnavailable: new jobs may start
+    assert world.get(jid).state == JobState.RUNNING  # nothing changed
 
 
 # -- cancel and lock loss reach the running task -------------------------------------------

@@ -8,6 +8,7 @@ then reads what the engine recorded. Retry and deferral delays are checked with 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -225,6 +226,14 @@ class WLForker(WLTask):
         child = os.fork()
         if child:
             EVENTS.append(("forked", child))
+
+
+class WLUnlimited(Task):
+    queue = QUEUE
+    time_limit = None
+
+    def run_task(self) -> None:
+        EVENTS.append(("armed", self.task_id, signal.getitimer(signal.ITIMER_REAL)[0]))
 
 
 class WLTight(WLTask):

@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from lanner.errors import ConfigError, EngineUnavailable, MalformedArgument
+from lanner.errors import ConfigError, EngineUnavailable, MalformedArgument, StoreMisconfigured
 
 try:
     import redis
     from redis.backoff import ExponentialBackoff
-    from redis.exceptions import AuthenticationError, InvalidResponse
+    from redis.exceptions import AuthenticationError, InvalidResponse, NoPermissionError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeoutError
     from redis.retry import Retry
@@ -44,12 +44,15 @@ __all__ = [
     "RedisAddress",
     "RedisOptions",
     "impatient",
+    "one_shot",
     "parse_url",
     "redis_client",
     "unreachable",
 ]
 
 DEFAULT_PORT: Final = 6379
+ONE_SHOT_RETRIES: Final = 2
+ONE_SHOT_CONNECT_SEC: Final = 2.0
 
 T = TypeVar("T")
 
@@ -104,14 +107,14 @@ class _Retry(Retry):
                 except self._supported_errors as error:
                     failures += 1
                     failed(error, failures)
-                    if failures == 1 and self._retries > 0:
-                        logger.warning("cannot reach %s: %s; retrying", self._server, error)
                     if (
                         isinstance(error, AuthenticationError)
                         or (is_retryable is not None and not is_retryable(error))
                         or 0 <= self._retries < failures
                     ):
                         raise
+                    if failures == 1:
+                        logger.warning("cannot reach %s: %s; retrying", self._server, error)
                     time.sleep(backoff.compute(failures))
         finally:
             _RETRYING.active = False
@@ -257,15 +260,44 @@ def impatient(options: RedisOptions, max_wait: float) -> RedisOptions:
     )
 
 
+def one_shot(options: RedisOptions) -> RedisOptions:
+    """`options` for a command run once (the command line's): a server that cannot be
+    reached fails it within seconds (at most ONE_SHOT_RETRIES retries, a connection
+    waited for ONE_SHOT_CONNECT_SEC), where a worker or a publisher retries through a
+    restart of Redis. Replies are waited for as long as ever."""
+    return replace(
+        options,
+        retries=min(options.retries, ONE_SHOT_RETRIES),
+        socket_connect_timeout=min(options.socket_connect_timeout, ONE_SHOT_CONNECT_SEC),
+    )
+
+
 @contextmanager
 def unreachable(address: RedisAddress) -> Iterator[None]:
-    """A server that cannot be reached, after the client's retries, as `EngineUnavailable`.
+    """A server that cannot be reached, after the client's retries, as `EngineUnavailable`;
+    one that refuses the URL's user or password, or lacks a permission lanner needs, as
+    `StoreMisconfigured` (waiting cannot fix those; the message says what to fix).
 
-    A refused password is one too: the store is unusable now, and waiting may help (an
-    operator rotating credentials); the message says which it is.
+    A host name that does not resolve is an outage: in docker compose or Kubernetes a
+    store's name resolves only while the store runs, so a worker waits for it.
     """
     try:
         yield
+    except AuthenticationError as error:
+        if "required" in str(error):  # NOAUTH: the URL gives no password
+            raise StoreMisconfigured(
+                f"{address!r} asks for a password ({error}): give it in the broker URL, "
+                "redis://:PASSWORD@host:port/db (or redis://USER:PASSWORD@...)"
+            ) from None
+        raise StoreMisconfigured(
+            f"{address!r} refused the broker URL's user or password ({error}): correct them "
+            "in the URL, redis://[USER]:PASSWORD@host:port/db"
+        ) from None
+    except NoPermissionError as error:
+        raise StoreMisconfigured(
+            f"{address!r} does not let the broker URL's user run what lanner needs ({error}): "
+            "grant it (Redis ACL: +@all on ~* and &*), or name another user in the URL"
+        ) from None
     except (RedisConnectionError, RedisTimeoutError) as error:
         raise EngineUnavailable(f"cannot reach {address!r}: {error}") from None
     except InvalidResponse as error:

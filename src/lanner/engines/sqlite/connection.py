@@ -14,8 +14,9 @@ any fork of this process every Database closes its connection (`os.register_at_f
 and each process opens its own on its next command.
 
 Every error of the store is a `LannerError` here: an `EngineUnavailable` when the file
-cannot be used now (locked past `busy_timeout`, unreadable, full, damaged, gone), so that
-workers wait and retry instead of dying.
+cannot be used now (locked past `busy_timeout`, unreadable, full, gone), so that workers
+wait and retry instead of dying; a `StoreMisconfigured` when waiting cannot help (a file
+that is not a database, or is damaged), so that they stop and say so.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from typing import Final
 
 from lanner.engines.sqlite import eventlog
 from lanner.engines.sqlite.options import SQLiteOptions
-from lanner.engines.sqlite.schema import connect
-from lanner.errors import EngineUnavailable, LannerError
+from lanner.engines.sqlite.schema import connect, execute_when_free
+from lanner.errors import EngineUnavailable, LannerError, StoreMisconfigured
 
 logger = logging.getLogger("lanner.sqlite")
 
@@ -52,7 +53,6 @@ class Database:
         # it, so blocked pops of this process are woken by this condition instead.
         self._committed = threading.Condition(self._lock)
         self.commits = 0
-        self._busy_timeout_pragma = f"PRAGMA busy_timeout = {int(options.busy_timeout * 1000)}"
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         self._file: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file opened
@@ -89,7 +89,7 @@ class Database:
             found = os.stat(self.path)
         except (sqlite3.Error, OSError) as error:
             self._close()
-            raise EngineUnavailable(f"cannot open {self.path}: {_reason(error)}") from None
+            raise _lanners(error, self.path, "cannot open ") from None
         self._pid = os.getpid()
         self._file = (found.st_dev, found.st_ino)
         self._checked_at = time.monotonic()
@@ -137,33 +137,17 @@ class Database:
                 eventlog.end()
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
-        """Take the file's write lock, retrying in short steps while another process has it.
-
-        SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries, so a process
-        that keeps writing can starve another for seconds (measured: a pop waited 2.9 s
-        behind two busy poppers). Retrying every 0.05 to 1 ms keeps waits short and fairer.
-        The connection's busy timeout stays in force for every other statement.
-        """
-        conn.execute("PRAGMA busy_timeout = 0")
+        """Take the file's write lock, retrying in short steps while another process has it
+        (`execute_when_free`: fairer than SQLite's own waits)."""
         try:
-            deadline = time.monotonic() + self.options.busy_timeout
-            pause = 0.00005
-            while True:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    return
-                except sqlite3.OperationalError as error:
-                    if error.sqlite_errorcode != sqlite3.SQLITE_BUSY:
-                        raise
-                    if time.monotonic() >= deadline:
-                        raise EngineUnavailable(
-                            f"{self.path}: another process held the write lock for "
-                            f"{self.options.busy_timeout:g} s (busy_timeout)"
-                        ) from error
-                time.sleep(pause)
-                pause = min(pause * 2, 0.001)
-        finally:
-            conn.execute(self._busy_timeout_pragma)
+            execute_when_free(conn, "BEGIN IMMEDIATE", self.options.busy_timeout)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                raise
+            raise EngineUnavailable(
+                f"{self.path}: another process held the write lock for "
+                f"{self.options.busy_timeout:g} s (busy_timeout)"
+            ) from error
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -200,17 +184,36 @@ class Database:
 
 @contextmanager
 def _store_errors(path: str) -> Iterator[None]:
-    """SQLite's errors as lanner's: a store that cannot be used now is `EngineUnavailable`."""
+    """SQLite's errors as lanner's (`_lanners`), but for lanner's own mistakes."""
     try:
         yield
-    except sqlite3.OperationalError as error:  # locked, I/O, full, read-only, ...
-        raise EngineUnavailable(f"{path}: {_reason(error)}") from None
     except (sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.IntegrityError):
         raise  # lanner's own mistakes: never hidden as an outage
-    except sqlite3.DatabaseError as error:  # "file is not a database", "malformed", ...
-        raise EngineUnavailable(f"{path} cannot be read: {_reason(error)}") from None
     except sqlite3.Error as error:
-        raise LannerError(f"{path}: {_reason(error)}") from None
+        raise _lanners(error, path) from None
+
+
+def _lanners(error: sqlite3.Error | OSError, path: str, doing: str = "") -> LannerError:
+    """A file that is not a database, or is damaged, as `StoreMisconfigured`: waiting cannot
+    mend it. A store that cannot be used now (locked past busy_timeout, I/O, full,
+    read-only, gone) as `EngineUnavailable`, so that workers wait and retry."""
+    reason = _reason(error)
+    code = error.sqlite_errorcode & 0xFF if isinstance(error, sqlite3.Error) else None
+    if code == sqlite3.SQLITE_NOTADB:
+        return StoreMisconfigured(
+            f"{path} is not an SQLite database ({reason}): name lanner's database file in "
+            "the broker URL (sqlite:///PATH), or move this one away"
+        )
+    if code == sqlite3.SQLITE_CORRUPT:
+        return StoreMisconfigured(
+            f"{path} is damaged ({reason}): restore it from a backup, or move it away for "
+            "lanner to start a new one"
+        )
+    if isinstance(error, sqlite3.OperationalError | OSError) or doing:
+        return EngineUnavailable(f"{doing}{path}: {reason}")
+    if isinstance(error, sqlite3.DatabaseError):
+        return EngineUnavailable(f"{path} cannot be read: {reason}")
+    return LannerError(f"{path}: {reason}")
 
 
 def _reason(error: BaseException) -> str:

@@ -288,6 +288,7 @@ def retry(conn: sqlite3.Connection, command: checks.Retry) -> int:
     (remaining,) = conn.execute(
         "UPDATE jobs SET remaining = remaining - 1 WHERE jid = ? RETURNING remaining", (jid,)
     ).fetchone()
+    cap = settings.history_cap(settings.read_all(conn))
     if remaining < 0:
         fail_job(
             conn,
@@ -296,18 +297,22 @@ def retry(conn: sqlite3.Connection, command: checks.Retry) -> int:
             command.message or f'Job exhausted retries in queue "{queue}"',
             command.worker if command.group else "",
             at,
-            settings.history_cap(settings.read_all(conn)),
+            cap,
         )
     else:
+        # The `retried` entry is where the history shows the run failed (and why, by group).
+        group = {"group": command.group} if command.group else {}
         conn.execute(
-            "UPDATE jobs SET state = ?, ready_at = ?, seq = ?, worker = '', expires = 0, "
-            "grace = 0 WHERE jid = ?",
-            (
-                JobState.SCHEDULED if command.delay > 0 else JobState.WAITING,
-                at + command.delay,
-                put.take_seq(conn, 1),
-                jid,
-            ),
+            "UPDATE jobs SET state = :state, ready_at = :ready, seq = :seq, worker = '', "
+            f"expires = 0, grace = 0, history = {APPEND_HISTORY} WHERE jid = :jid",
+            {
+                "state": JobState.SCHEDULED if command.delay > 0 else JobState.WAITING,
+                "ready": at + command.delay,
+                "seq": put.take_seq(conn, 1),
+                "jid": jid,
+                "cap": cap,
+                "event": event("retried", at, worker=command.worker, **group),
+            },
         )
     return int(remaining)
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import time
 from typing import Final
 
 from lanner.errors import SchemaError
@@ -288,7 +289,11 @@ def connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connect
         path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
     )
     try:
-        conn.execute("PRAGMA journal_mode = WAL")
+        # A file not yet in WAL mode (a new one, which another process may be switching
+        # too) is switched under its write lock, which SQLite does not wait for: the
+        # switch reads first, and a reader that asks for the write lock while another
+        # holds it gets SQLITE_BUSY at once (waiting could deadlock). So lanner waits.
+        execute_when_free(conn, "PRAGMA journal_mode = WAL", busy_timeout)
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         conn.execute("PRAGMA foreign_keys = OFF")
         _ensure_schema(conn, path)
@@ -296,6 +301,34 @@ def connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connect
         conn.close()
         raise
     return conn
+
+
+def execute_when_free(conn: sqlite3.Connection, statement: str, busy_timeout: float) -> None:
+    """Execute `statement`, trying again every 0.05 to 1 ms while another connection holds
+    a lock it needs, for up to `busy_timeout` seconds (then SQLite's SQLITE_BUSY error).
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries, so a process
+    that keeps writing can starve another for seconds (measured: a pop waited 2.9 s behind
+    two busy poppers); and SQLite skips it where waiting could deadlock. Retrying in short
+    steps keeps waits short and fair. The connection's busy timeout (`busy_timeout`) is
+    off meanwhile, and in force again after, for every other statement.
+    """
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        deadline = time.monotonic() + busy_timeout
+        pause = 0.00005
+        while True:
+            try:
+                conn.execute(statement)
+                return
+            except sqlite3.OperationalError as error:
+                busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # and BUSY_*
+                if not busy or time.monotonic() >= deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.001)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
 
 
 def _create_private(path: str) -> None:
@@ -309,15 +342,23 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
+        (objects,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        has_jobs = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
+        ).fetchone()
+        # Every version of lanner's schema has `jobs`; a file without it, whatever its
+        # user_version says, is another application's.
+        if not has_jobs if version else objects:
+            raise SchemaError(
+                f"{path} is an SQLite database that lanner did not create: name another "
+                "file in the broker URL (sqlite:///PATH), or move this one away"
+            )
         if version > SCHEMA_VERSION:
             raise SchemaError(
                 f"{path} uses lanner schema version {version}, but this lanner knows only "
                 f"up to {SCHEMA_VERSION}: upgrade lanner to use this database"
             )
         if version == 0:
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if tables:
-                raise SchemaError(f"{path} is an SQLite database that lanner did not create")
             for statement in _statements(SCHEMA):
                 conn.execute(statement)
         elif version < SCHEMA_VERSION:

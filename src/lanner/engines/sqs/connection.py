@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlsplit
 
-from lanner.errors import ConfigError, EngineUnavailable, MalformedArgument
+from lanner.errors import ConfigError, EngineUnavailable, MalformedArgument, StoreMisconfigured
 
 try:
     import boto3
@@ -42,9 +42,11 @@ __all__ = [
     "SQS_NAME_LIMIT",
     "QueueMissing",
     "SQSClient",
+    "SQSDenied",
     "SQSOptions",
     "SQSRefused",
     "impatient",
+    "one_shot",
     "parse_url",
 ]
 
@@ -62,6 +64,23 @@ _REGION = re.compile(r"[a-z0-9-]*")
 _MISSING_QUEUE_CODES: Final = frozenset(
     {"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"}
 )
+_DENIED_CODES: Final = frozenset(
+    {
+        "AccessDenied",
+        "AccessDeniedException",
+        "AuthFailure",
+        "IncompleteSignature",
+        "InvalidAccessKeyId",
+        "InvalidClientTokenId",
+        "MissingAuthenticationToken",
+        "OptInRequired",
+        "SignatureDoesNotMatch",
+        "UnrecognizedClientException",
+    }
+)
+"""SQS's answers to credentials it does not know, or that may not do what was asked:
+waiting cannot change them (an HTTP 403 is one too, whatever its code)."""
+_XML_ERROR = re.compile(r"<Code>(?P<code>[^<]*)</Code>\s*<Message>(?P<message>[^<]*)</Message>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +193,21 @@ def parse_url(url: str) -> tuple[str, SQSOptions]:
         raise MalformedArgument(f"bad AWS region {region!r} in SQS URL {url!r}")
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     return region, SQSOptions.from_query(query)
+
+
+ONE_SHOT_RETRIES: Final = 1
+ONE_SHOT_CONNECT_SEC: Final = 2.0
+
+
+def one_shot(options: SQSOptions) -> SQSOptions:
+    """`options` for a command run once (the command line's): an endpoint that cannot be
+    reached fails it within seconds (at most ONE_SHOT_RETRIES retry, a connection waited
+    for ONE_SHOT_CONNECT_SEC); replies are waited for as long as ever."""
+    return replace(
+        options,
+        retries=min(options.retries, ONE_SHOT_RETRIES),
+        connect_timeout=min(options.connect_timeout, ONE_SHOT_CONNECT_SEC),
+    )
 
 
 def impatient(options: SQSOptions, max_wait: float) -> SQSOptions:
@@ -292,11 +326,36 @@ class QueueMissing(SQSRefused):
     """An SQS queue the engine had a URL for, or looked for, does not exist."""
 
 
-def translate(error: Any, operation: str) -> SQSRefused:
+class SQSDenied(StoreMisconfigured):
+    """SQS does not know the credentials, or does not let them do what lanner asked (`code`):
+    waiting cannot fix it, so workers stop with it."""
+
+    def __init__(self, operation: str, code: str, message: str) -> None:
+        super().__init__(
+            f"SQS refused {operation}: {code}: {message}: give lanner credentials that "
+            "SQS accepts (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a profile, a role) "
+            "with permission for its queues (sqs:*)"
+        )
+        self.operation = operation
+        self.code = code
+        self.reason = message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # sent from a worker process to its supervisor
+        return (type(self), (self.operation, self.code, self.reason))
+
+
+def translate(error: Any, operation: str) -> SQSRefused | SQSDenied:
     """A ClientError of SQS as lanner's error."""
     details = error.response.get("Error", {})
     code = str(details.get("Code", ""))
     message = str(details.get("Message", "")) or str(error)
+    # An XML error body to a JSON request (moto's, ElasticMQ's): its code and message.
+    found = _XML_ERROR.search(message)
+    if found is not None:
+        code, message = found["code"], found["message"]
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code in _DENIED_CODES or status == 403:
+        return SQSDenied(operation, code, message)
     if code in _MISSING_QUEUE_CODES:
         return QueueMissing(operation, code, message)
     return SQSRefused(operation, code, message)

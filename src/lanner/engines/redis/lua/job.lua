@@ -521,6 +521,9 @@ function Job.retry(now, jid, queue, worker, delay, group, message)
   Worker.release(worker, jid)
   redis.call('hmset', Keys.job(jid), 'worker', '', 'expires', 0)
   redis.call('hdel', Keys.job(jid), 'grace')
+  -- Not in qless (its history says nothing of a retry with retries left): lanner's
+  -- `retried` entry shows the run failed, and why by its group when given.
+  Job.record(now, jid, 'retried', { worker = worker, group = group })
   Queue.enqueue(now, queue, jid, delay)
   Lanner.lock_released(queue)
   return remaining

@@ -328,6 +328,11 @@ end
 -- the job was tried, by a worker that died running it) one retry of each is
 -- spent. Returns the jids released; the others are skipped.
 function Lanner.release(now, worker, queue, delay, jids, spend)
+  -- The releaser is not waiting for these jobs: a supervisor releasing for a
+  -- worker that died while its pop thread was blocked (a process running many
+  -- jobs at once) would otherwise hand them straight back to the dead worker,
+  -- where they would wait for their locks to run out.
+  stop_waiting(queue, worker)
   local released = {}
   local ready = 0
   for _, jid in ipairs(jids) do
