@@ -107,20 +107,22 @@ def chaos(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Repor
 
 
 def assert_sound(report: Report) -> None:
-    """What every chaos run must show, whatever the fault: nothing lost, the pool alive and
-    stopped cleanly, every poison job in its failure group with its reason, at most one
-    repeated job per kill or stop, no traceback but the tasks' own, nothing left behind."""
+    """What every chaos run must show, whatever the fault: nothing lost, no innocent job
+    failed, the pool alive and stopped cleanly, every poison job in its failure group with
+    its reason, at most the jobs in flight repeated per kill or stop (one, a process running
+    one job at a time), no traceback but the tasks' own, nothing left behind."""
     details = f"\n{report.figure_line()}\nproblems: {report.problems()}\nfiles: {report.folder}"
     assert not report.timed_out, "the work did not settle in time" + details
     assert report.lost == 0, details
+    assert report.innocent_failed == 0, details
     assert report.pool_exits == [], details
     assert report.final_exit == 0, details
     assert report.faults_not_done == [], details
     bad = [p for p in report.poison if not p.ok]
     assert bad == [], details
-    assert report.dup <= report.kills + report.stops, details
+    assert report.dup <= report.dup_bound, details
     assert report.tracebacks == 0, report.first_traceback + details
     assert not report.corrupt, details
     assert report.stray == 0, details
     assert report.leaked_after_settle == report.leaked == 0, details
-    assert report.rogue_starts == 0, details
+    assert report.rogue_starts == report.rogue_ends == 0, details

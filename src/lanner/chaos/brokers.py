@@ -5,13 +5,15 @@
   can kill -9 and start again on the same port and folder.
 - `RestartableRedis`: what the harness needs of such a server (tests adapt their own).
 - `WriteLock`: another process that takes an SQLite file's write lock (`BEGIN IMMEDIATE`)
-  and holds it for a while, as a long transaction of some other program would.
+  and holds it for a while, as a long transaction of some other program would;
+  `write_lock_free` says whether anyone holds it now.
 """
 
 from __future__ import annotations
 
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -145,3 +147,17 @@ class WriteLock:
             stdout: IO[str] | None = self.process.stdout
             if stdout is not None:
                 stdout.close()
+
+
+def write_lock_free(path: Path, timeout: float = 0.05) -> bool:
+    """Whether the write lock of an SQLite file can be taken within `timeout` (it is given
+    back at once): False while another process holds it, in a transaction."""
+    conn = sqlite3.connect(path, isolation_level=None, timeout=timeout)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()

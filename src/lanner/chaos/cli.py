@@ -3,9 +3,13 @@
     lanner chaos --engine redis -n 10000 --kill-every 2 --stop-at 0.2 --restart-at 0.4 \\
         --outage-at 0.6 --outage-for 60
 
-The line is `engine n lost dup kills stops redelivery_p99 elapsed`; `--json` prints the
-whole report instead. The exit status is 0 when the run met every target of issue 10,
-1 when it did not (the problems are listed on standard error), 2 for bad options.
+    lanner chaos --engine sqlite -n 20000 -c 2 -t 50 --kill-every 2 --poison exit,segv
+
+The line is `engine n t lost dup kills stops innocent_failed redelivery_p99 elapsed`;
+`--json` prints the whole report instead. With `-t N` each worker process runs N jobs at
+once (the tasks are then `async def`, unless `--kind sync`). The exit status is 0 when
+the run met every target of issue 10, 1 when it did not (the problems are listed on
+standard error), 2 for bad options.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING
 import click
 
 from lanner import limits
-from lanner.chaos.workload import POISONS
+from lanner.chaos.workload import KINDS, POISONS
 from lanner.commands.bounded import BoundedFloat, BoundedInt
 
 if TYPE_CHECKING:
@@ -50,6 +54,28 @@ SECONDS = click.FloatRange(min=0.0, min_open=True)
               show_default=True)  # fmt: skip
 @click.option("-c", "--concurrency", type=BoundedInt(1, limits.MAX_PROCESSES), default=4,
               show_default=True)  # fmt: skip
+@click.option(
+    "-t",
+    "--tasks-per-process",
+    type=BoundedInt(1, limits.MAX_TASKS_PER_PROCESS),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Jobs each worker process runs at once (lanner worker -t).",
+)
+@click.option(
+    "--threads",
+    type=BoundedInt(1, limits.MAX_THREADS),
+    default=1,
+    show_default=True,
+    metavar="T",
+    help="Of those, sync tasks at once, in threads (lanner worker --threads).",
+)
+@click.option(
+    "--kind",
+    type=click.Choice(KINDS),
+    help="async or sync tasks (default: async when -t > 1, else sync).",
+)
 @click.option("--batch-size", type=BoundedInt(1, limits.MAX_BATCH_SIZE), default=10,
               show_default=True)  # fmt: skip
 @click.option(
@@ -164,6 +190,9 @@ def chaos(
     url_options: str,
     jobs: int,
     concurrency: int,
+    tasks_per_process: int,
+    threads: int,
+    kind: str | None,
     batch_size: int,
     sleep: float,
     lease: float,
@@ -204,6 +233,9 @@ def chaos(
             jobs=jobs,
             sleep=sleep,
             concurrency=concurrency,
+            tasks_per_process=tasks_per_process,
+            threads=threads,
+            kind=kind,
             batch_size=batch_size,
             lease=lease,
             poisons=kinds,

@@ -2,8 +2,9 @@
 
 Each fault is a small state machine that the harness ticks about 20 times a second from
 one thread, so faults never race each other. One-shot faults fire when a fraction of the
-normal jobs has ended (so they land mid-work whatever the machine's speed); the periodic
-kill fires every K seconds while work remains. Faults done to the supervisor and the
+normal jobs has ended (so they land mid-work whatever the machine's speed), one at a time
+(a fault due while another is under way waits for its end); the periodic kill fires every
+K seconds while work remains. Faults done to the supervisor and the
 store are in `lanner.chaos.outages`.
 
     KillEvery         kill -9 of a random worker process (a child of the supervisor) inside a
@@ -50,6 +51,10 @@ class Stop:
     held: tuple[str, ...]  # jobs the store showed the stopped worker holding
     resumed: float | None = None
     killed_meanwhile: bool = False
+    takeover_at: float = 0.0  # when its locks and the grace after them have run out
+    # whether no other worker was free (each inside a poison task) from then until it was
+    # continued, so that none could take its jobs over; None: not seen
+    blocked: bool | None = None
 
 
 @dataclass
@@ -82,6 +87,8 @@ class Harness(Protocol):
 
     def held_by(self, pids: list[int]) -> list[str]: ...
 
+    def store_free(self) -> bool: ...
+
     def incomplete(self, jids: set[str]) -> set[str]: ...
 
     def grace(self) -> float: ...
@@ -111,30 +118,42 @@ class Fault:
         """Undo what is still in force when a run ends early (the pool died, time ran out)."""
 
 
-def pick_child(run: Harness, *, busy: bool | None) -> int | None:
-    """A random live, running worker process that is not inside a poison task.
+def pick_child(run: Harness, *, busy: bool | None, spare_repeats: bool = False) -> int | None:
+    """A random live, running worker process that is not inside a poison task, nor the
+    one a stop fault stopped (even once continued: one fault at a time on a process).
 
     `busy`: True, only one inside a normal job (None if there is none now); False, only
-    one outside every task; None, any.
+    one outside every task; None, any. With `spare_repeats`, a process inside no normal job
+    but ones that run again (started before) is not busy.
     """
     supervisor = run.supervisor
     if supervisor is None:
         return None
     candidates = []
+    stopped = {stop.pid for stop in run.stops}
     for pid in supervisor.children():
         proc = procs.info(pid)
-        if proc is None or proc.state == "T" or run.ledger.running_poison(pid):
+        if proc is None or proc.state == "T" or pid in stopped or run.ledger.running_poison(pid):
             continue
-        inside = run.ledger.running_job(pid) is not None
+        inside = any(
+            not spare_repeats or len(run.ledger.starts_of(jid)) == 1
+            for jid in run.ledger.running_jobs(pid)
+        )
         if busy is None or busy == inside:
             candidates.append(pid)
     return run.rng.choice(candidates) if candidates else None
 
 
 def kill_child(run: Harness, cause: str, *, idle_too: bool = False) -> Kill | None:
-    """kill -9 of a worker inside a normal job (or any worker, with `idle_too`)."""
+    """kill -9 of a worker inside a normal job (or any worker, with `idle_too`).
+
+    A job that runs again is spared: a process inside no other is not picked. A job in
+    flight beside others when its process died runs alone afterwards, charged for each
+    death then (docs/reliability.md); a harness that killed whatever ran (at the end of a
+    run, often those jobs alone) would make them end failed, as a poison job does.
+    """
     run.ledger.update()
-    pid = pick_child(run, busy=None if idle_too else True)
+    pid = pick_child(run, busy=None if idle_too else True, spare_repeats=True)
     if pid is None or not procs.send(pid, signal.SIGKILL):
         return None
     kill = Kill(pid, time.time(), cause)
@@ -167,7 +186,8 @@ class KillEvery(Fault):
 
 
 class OneShot(Fault):
-    """A fault that fires once, when `at` of the normal jobs have ended."""
+    """A fault that fires once, when `at` of the normal jobs have ended and no other
+    one-shot fault is under way."""
 
     def __init__(self, at: float) -> None:
         self.at = at
@@ -188,7 +208,11 @@ class OneShot(Fault):
         self.done = True
 
     def due(self, run: Harness) -> bool:
-        return self.phase == "armed" and run.progress() >= self.at
+        """Armed, its moment come, and no other one-shot fault under way: one at a time,
+        so that each costs only its own (a stop's jobs cannot be taken over while the store
+        is away, for one)."""
+        under_way = any(incident.ended is None for incident in run.incidents)
+        return self.phase == "armed" and run.progress() >= self.at and not under_way
 
 
 class StopChild(OneShot):
@@ -200,19 +224,32 @@ class StopChild(OneShot):
     The jobs a worker holds are read from the store before the stop, never while it is
     stopped (a stopped SQLite process may hold a lock that readers wait for); once
     stopped, its ledger must show it just past the end of a job. Between two jobs of a
-    batch the loop makes no engine call, so the stop never freezes a transaction. A
-    worker caught elsewhere is continued at once and another one tried. What is asked
-    for relaxes every RELAX_AFTER seconds without a catch (a pool that completes each job
-    at once, or batches of one, never shows the worst moment): `finished` (the worst),
-    `unstarted` (mid-batch, fewer finished jobs held), then `outside` (outside any task).
+    batch the loop makes no engine call; a process that runs many jobs at once makes them
+    from threads of its own at any moment, so the stop must also find the store free (no
+    SQLite write lock held) or it would stop every worker. A worker caught elsewhere is
+    continued at once and another one tried. No stop starts while a worker is inside a
+    poison task: one that ignores its time limit holds its process until the supervisor
+    kills it, `TIME_LIMIT_GRACE_SEC` later (longer than the stop, see `run`), and a small
+    pool would then have no worker left to take the stopped one's jobs at lease + grace.
+    Such a task may still start during the stop: from lease + grace on, the stop notes
+    whether any other worker was free to take the jobs over (`Stop.blocked`).
+
+    What is asked for relaxes every RELAX_AFTER seconds without a catch (a pool that
+    completes each job at once, or batches of one, never shows the worst moment):
+    `finished` (the worst), `unstarted` (mid-batch, fewer finished jobs held), then
+    `outside` (outside any task).
+    A process that runs many jobs at once (`many`) is seldom outside every task, and the
+    worst moment for it is `inside` them, holding them all: that is asked for first.
     The report says which it was.
     """
 
     name = "stop"
-    levels = ("finished", "unstarted", "outside")
 
-    def __init__(self, at: float, seconds: float | None = None) -> None:
+    def __init__(self, at: float, seconds: float | None = None, many: bool = False) -> None:
         super().__init__(at)
+        self.levels: tuple[str, ...] = ("finished", "unstarted", "outside")
+        if many:
+            self.levels = ("inside", *self.levels)
         self.seconds = seconds
         self.stop: Stop | None = None
         self.until = 0.0
@@ -227,10 +264,14 @@ class StopChild(OneShot):
         elif self.phase == "stopped" and self.stop is not None:
             if not procs.alive(self.stop.pid):
                 self.stop.killed_meanwhile = True
+            if time.time() >= self.stop.takeover_at and self.stop.blocked is not False:
+                run.ledger.update()
+                self.stop.blocked = not _free_worker(run, self.stop.pid)
             if now >= self.until or self.stop.killed_meanwhile:
                 procs.send(self.stop.pid, signal.SIGCONT)
                 self.stop.resumed = time.time()
-                self.finish(now, resumed=self.stop.resumed, killed=self.stop.killed_meanwhile)
+                self.finish(now, resumed=self.stop.resumed, killed=self.stop.killed_meanwhile,
+                            blocked=self.stop.blocked)  # fmt: skip
 
     def end(self, run: Harness) -> None:
         if self.phase == "stopped" and self.stop is not None:
@@ -238,6 +279,9 @@ class StopChild(OneShot):
             self.stop.resumed = time.time()
 
     def _try_stops(self, run: Harness, now: float, level: str) -> None:
+        run.ledger.update()
+        if _poisoned(run):
+            return  # the pool could not take the stopped worker's jobs over: next tick
         for _ in range(STOP_ATTEMPTS):
             run.ledger.update()
             pid = pick_child(run, busy=None)
@@ -253,7 +297,8 @@ class StopChild(OneShot):
             if procs.send(pid, signal.SIGSTOP) and _wait_stopped(pid):
                 run.ledger.update()
                 moment = self._moment(run, pid, held)
-                if moment in self.levels[: self.levels.index(level) + 1]:
+                wanted = moment in self.levels[: self.levels.index(level) + 1]
+                if wanted and run.store_free():
                     self._stopped(run, now, Stop(pid, time.time(), held), moment)
                     return
             procs.send(pid, signal.SIGCONT)
@@ -264,6 +309,8 @@ class StopChild(OneShot):
         ledger shows where it is only once it is stopped)."""
         if level == "outside":
             return True
+        if level == "inside":
+            return bool(held)
         unstarted = cls._unstarted(run, pid, held)
         finished = sum(1 for jid in held if jid in run.ledger.ended)
         return unstarted and (finished >= FINISHED or level == "unstarted")
@@ -279,7 +326,7 @@ class StopChild(OneShot):
     @classmethod
     def _moment(cls, run: Harness, pid: int, held: tuple[str, ...]) -> str:
         """`finished`, `unstarted` or `outside` (see the class), or `inside` a task."""
-        if pid in run.ledger.current:
+        if run.ledger.inside(pid):
             return "inside"
         last = run.ledger.last_line(pid)
         if last is None or last.what != "end" or not cls._unstarted(run, pid, held):
@@ -294,10 +341,29 @@ class StopChild(OneShot):
         if seconds is None:
             seconds = run.lease() + run.grace() + 2.0
         self.until = time.time() + seconds
+        stop.takeover_at = stop.when + run.lease() + run.grace()
         finished = sum(1 for jid in stop.held if jid in run.ledger.ended)
         self.begin(run, now, pid=stop.pid, seconds=seconds, held=len(stop.held),
-                   finished_held=finished, moment=moment)  # fmt: skip
+                   finished_held=finished, moment=moment,
+                   in_flight=len(run.ledger.running_jobs(stop.pid)))  # fmt: skip
         self.phase = "stopped"
+
+
+def _poisoned(run: Harness) -> bool:
+    """Whether a worker process of the pool is inside a poison task."""
+    supervisor = run.supervisor
+    return supervisor is not None and any(
+        run.ledger.running_poison(pid) for pid in supervisor.children()
+    )
+
+
+def _free_worker(run: Harness, stopped: int) -> bool:
+    """Whether a live worker process other than `stopped` is outside every poison task."""
+    supervisor = run.supervisor
+    if supervisor is None:
+        return False
+    others = [pid for pid in supervisor.children() if pid != stopped]
+    return any(not run.ledger.running_poison(pid) for pid in others)
 
 
 def _wait_stopped(pid: int, timeout: float = 1.0) -> bool:

@@ -80,9 +80,7 @@ class KillSupervisor(OneShot):
             lost = _count(lambda: run.incomplete(ended))
             # An orphan that died inside a poison job had no supervisor to give its jobs
             # back: the next pool settles them when it starts. The others must hold none.
-            poisoned = [
-                pid for pid in self.orphans if run.ledger.current.get(pid, ("",))[0] == "pstart"
-            ]
+            poisoned = [pid for pid in self.orphans if run.ledger.running_poison(pid)]
             clean = [pid for pid in self.orphans if pid not in poisoned]
             held = _count(lambda: run.held_by(clean))
             self.reader.stop()

@@ -1,8 +1,9 @@
 """The pool under test, from outside: `lanner worker` subprocesses, and a reader beside them.
 
-`Supervisor` runs the real `lanner worker -A <module> -c N --queues <yaml>` in a session of
-its own (so everything it forks can be found, and cleaned up, by session id), logging to
-the run's worker log. Its worker processes are whatever processes have it as parent.
+`Supervisor` runs the real `lanner worker -A <module> -c P -t N --threads T --queues
+<yaml>` in a session of its own (so everything it forks can be found, and cleaned up, by
+session id), logging to the run's worker log. Its worker processes are whatever processes
+have it as parent.
 
 `StatusReader` runs `lanner status --json` in a loop from a thread, each a new process
 reading the store while the pool works, and counts the runs that failed.
@@ -42,6 +43,8 @@ class Supervisor:
             sys.executable, "-m", "lanner", "worker",
             "-A", workload.module_name,
             "-c", str(spec.concurrency),
+            "-t", str(spec.tasks_per_process),
+            "--threads", str(spec.threads),
             "--queues", str(workload.queues_file),
         ]  # fmt: skip
         self.process = subprocess.Popen(

@@ -28,7 +28,7 @@ from typing import Final
 
 import lanner
 from lanner.chaos import procs, workload
-from lanner.chaos.brokers import RedisServer, RestartableRedis, WriteLock
+from lanner.chaos.brokers import RedisServer, RestartableRedis, WriteLock, write_lock_free
 from lanner.chaos.config import REDIS_SCHEMES, ChaosConfig, FaultPlan
 from lanner.chaos.faults import Fault, Incident, Kill, KillEvery, Stop, StopChild, worker_name
 from lanner.chaos.ledger import Ledger
@@ -41,9 +41,12 @@ from lanner.chaos.outages import (
 )
 from lanner.chaos.pool import StatusReader, Supervisor
 from lanner.chaos.report import (
+    FAILURES_SHOWN,
     Report,
     duplicates,
     foreign_tracebacks,
+    in_flight_at_kills,
+    poison_hits,
     redeliveries,
     stop_redeliveries,
 )
@@ -150,7 +153,7 @@ class Run:
         if plan.kill_every is not None:
             faults.append(KillEvery(plan.kill_every, plan.kill_first, plan.kill_idle))
         if plan.stop_at is not None:
-            faults.append(StopChild(plan.stop_at, plan.stop_for))
+            faults.append(StopChild(plan.stop_at, plan.stop_for, self.spec.tasks_per_process > 1))
         if plan.supervisor_kill_at is not None:
             faults.append(KillSupervisor(plan.supervisor_kill_at))
         if plan.supervisor_term_at is not None:
@@ -215,6 +218,12 @@ class Run:
                 held.extend([*jobs.jobs, *jobs.stalled])
         return held
 
+    def store_free(self) -> bool:
+        """Whether no process holds the store in a transaction (SQLite's write lock)."""
+        if self.config.engine_name == "redis":
+            return True  # a client's commands are run whole by the server
+        return write_lock_free(self.sqlite_path())
+
     def incomplete(self, jids: set[str]) -> set[str]:
         return set(jids) - self.complete(sorted(jids))
 
@@ -254,7 +263,10 @@ class Run:
     # -- the run --------------------------------------------------------------------------
     def execute(self) -> Report:
         self.set_up()
-        report = Report(self.config.engine_name, len(self.work.normal), folder=str(self.folder))
+        spec = self.spec
+        report = Report(self.config.engine_name, len(self.work.normal), folder=str(self.folder),
+                        tasks_per_process=spec.tasks_per_process, threads=spec.threads,
+                        kind="async" if spec.runs_async else "sync")  # fmt: skip
         total = len(self.work.normal) + len(self.work.poison)
         report.grace, report.lease = self.grace(), self.spec.lease
         began = time.monotonic()
@@ -345,23 +357,40 @@ class Run:
         normal = self.work.normal
         ended = self.ledger.ended
         try:
-            complete = self.complete(normal)
+            jobs = self.jobs(normal)
         except Exception as error:  # reported: every job not seen complete counts as lost
             report.store_error = f"{type(error).__name__}: {error}"
-            complete = set()
+            jobs = []
+        complete = {job.jid for job in jobs if job.state == lanner.JobState.COMPLETE}
+        failed = sorted((job for job in jobs if job.state == lanner.JobState.FAILED),
+                        key=lambda job: job.jid)  # fmt: skip
+        failed_jids = {job.jid for job in failed}
         report.unended = sum(1 for jid in normal if jid not in ended)
         report.incomplete = len(normal) - len(complete)
-        report.lost = sum(1 for jid in normal if jid not in ended or jid not in complete)
+        report.lost = sum(
+            1
+            for jid in normal
+            if jid not in failed_jids and (jid not in ended or jid not in complete)
+        )
+        report.innocent_failed = len(failed)
+        report.innocent_failures = [_failure(job) for job in failed[:FAILURES_SHOWN]]
         report.dup, report.dup_jobs = duplicates(self.ledger, normal)
         report.kills, report.stops = len(self.kills), len(self.stops)
-        report.redelivery = redeliveries(self.ledger, self.kills)
+        report.poison_hits = poison_hits(self.ledger, self.work.poison)
+        in_flight = in_flight_at_kills(self.ledger, self.kills)
+        report.in_flight_at_kills = [len(jids) for _, jids in in_flight]
+        report.redelivery = redeliveries(self.ledger, in_flight)
         report.respawn = [k.respawned - k.when for k in self.kills if k.respawned is not None]
         report.stop_redelivery = stop_redeliveries(self.ledger, self.stops, set(normal))
+        report.stop_blocked = any(stop.blocked for stop in self.stops)
         report.pool_exits = list(self.pool_exits)
         report.poison = account_poison(self, self.work)
         forked = self.ledger.forked_pids
         report.rogue_starts = sum(
             1 for line in self.ledger.lines if line.what == "start" and line.pid in forked
+        )
+        report.rogue_ends = sum(
+            1 for line in self.ledger.lines if line.what == "end" and line.pid in forked
         )
         logs = [self.folder / "worker.log", self.folder / "reader.log"]
         text = "\n".join(path.read_text(errors="replace") for path in logs if path.exists())
@@ -393,6 +422,15 @@ class Run:
             workload.forget_module(self._work)
         if self._own_redis is not None:
             self._own_redis.kill()
+
+
+def _failure(job: lanner.Job) -> str:
+    """`<jid> <group>: <the last line of its message>`, for the report."""
+    failure = job.failure
+    if failure is None:
+        return f"{job.jid} (no failure recorded)"
+    lines = [line.strip() for line in failure.message.splitlines() if line.strip()]
+    return f"{job.jid} {failure.group}: {lines[-1][:200] if lines else ''}"
 
 
 def _with_options(url: str, options: str) -> str:

@@ -1,8 +1,9 @@
 """When a run's work has settled, and how each poison job ended.
 
-Work has settled when the ledger shows every normal job ended, the store shows every one
-of them complete, and every poison job is failed (or, for the fork poison, complete).
-The store is asked at most twice a second, and only once the ledger is done; a store that
+Work has settled when every normal job has ended (ledger) and is complete (store), or has
+failed (an innocent job in a failure group: the report counts it), and every poison job
+is failed (or, for the fork poison, complete). The store is asked at most twice a second,
+and only once the ledger shows at most LOOK_AT_UNENDED normal jobs not ended; a store that
 cannot answer (Redis away) means "not yet".
 """
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from lanner.chaos.run import Run
 
 CHECK_EVERY: Final = 0.5
+LOOK_AT_UNENDED: Final = 1000
+"""Normal jobs not ended that the store is asked about, to see whether they failed."""
 SUBPROCESS_GRACE: Final = 3.0
 """Seconds a poison task's subprocess may take to die after its job settled."""
 FINAL: Final = (lanner.JobState.COMPLETE, lanner.JobState.FAILED)
@@ -29,20 +32,23 @@ class Settler:
     def __init__(self, run: Run, work: Workload) -> None:
         self.run = run
         self.work = work
-        self._complete: set[str] = set()
+        self._final: set[str] = set()  # normal jobs ended and complete, or failed
         self._checked = 0.0
 
     def settled(self) -> bool:
         ledger = self.run.ledger
-        if len(ledger.ended) < len(self.work.normal):
+        if len(self.work.normal) - len(ledger.ended) > LOOK_AT_UNENDED:
             return False
         if time.monotonic() - self._checked < CHECK_EVERY:
             return False
         self._checked = time.monotonic()
         try:
-            waiting = [jid for jid in self.work.normal if jid not in self._complete]
-            self._complete |= self.run.complete(waiting)
-            if len(self._complete) < len(self.work.normal):
+            waiting = [jid for jid in self.work.normal if jid not in self._final]
+            for job in self.run.jobs(waiting):
+                ended = job.state == lanner.JobState.COMPLETE and job.jid in ledger.ended
+                if ended or job.state == lanner.JobState.FAILED:
+                    self._final.add(job.jid)
+            if len(self._final) < len(self.work.normal):
                 return False
             jobs = self.run.jobs(sorted(self.work.poison))
         except Exception:  # the store is away: not settled yet

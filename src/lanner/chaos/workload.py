@@ -14,6 +14,13 @@ message says why (`POISONS` says which group and which words):
 
 Every job's first argument is its own jid, so the ledger can name it; jids are chosen
 here. Publishing goes through the module's own App, as a user's code would.
+
+The tasks are `async def` (`kind="async"`) or plain functions (`"sync"`): async by default
+when the pool's processes run many jobs at once (`tasks_per_process` > 1), so that they
+share each process's event loop (the normal task then awaits `asyncio.sleep`); sync ones
+run in up to `threads` threads of each process. Poison tasks are of the same kind as the
+normal one: a process pops at most as many jobs from a queue that holds sync jobs as it
+has threads free, so one sync poison would hold an async run to one job per pop.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from types import ModuleType
 from typing import Any, Final
 
 PUBLISH_CHUNK: Final = 1000
+KINDS: Final = ("async", "sync")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +47,17 @@ class Poison:
     group: str
     reasons: tuple[str, ...]
     fails: bool = True  # fork: its task returns, so the job completes
+    # Each run may end or fail the jobs in flight beside it in its process (they run
+    # again): it ends the process, or (memory) leaves the process no memory for a while.
+    hits_neighbours: bool = False
 
 
 POISONS: Final[dict[str, Poison]] = {
     "raise": Poison(".PoisonError", ("raised on purpose",)),
-    "exit": Poison("lanner-worker-died", ("exit code 1",)),
-    "segv": Poison("lanner-worker-died", ("-11", "SIGSEGV")),
-    "memory": Poison("MemoryError", ("address-space limit",)),
-    "overrun": Poison("TimeLimitExceeded", ("time limit",)),
+    "exit": Poison("lanner-worker-died", ("exit code 1",), hits_neighbours=True),
+    "segv": Poison("lanner-worker-died", ("-11", "SIGSEGV"), hits_neighbours=True),
+    "memory": Poison("MemoryError", ("address-space limit",), hits_neighbours=True),
+    "overrun": Poison("TimeLimitExceeded", ("time limit",), hits_neighbours=True),
     "fork": Poison("", (), fails=False),
 }
 
@@ -58,6 +69,9 @@ class WorkloadSpec:
     jobs: int = 1000
     sleep: float = 0.005  # seconds a normal job works
     concurrency: int = 4
+    tasks_per_process: int = 1  # jobs each worker process runs at once (`lanner worker -t`)
+    threads: int = 1  # of those, sync tasks at once, in threads (`--threads`)
+    kind: str | None = None  # "async" or "sync" tasks; None: async when tasks_per_process > 1
     batch_size: int = 10
     lease: float = 30.0  # the queue's visibility_timeout_sec
     time_limit: float | None = None  # the normal task's (None: half the lease, at most 10 s)
@@ -75,10 +89,21 @@ class WorkloadSpec:
     def task_time_limit(self) -> float:
         return self.time_limit if self.time_limit is not None else min(10.0, self.lease / 2)
 
+    @property
+    def runs_async(self) -> bool:
+        """Whether the tasks are `async def`."""
+        if self.kind is None:
+            return self.tasks_per_process > 1
+        return self.kind == "async"
+
     def check(self) -> None:
         """ValueError saying what is wrong, if anything."""
         if self.jobs < 1 or self.concurrency < 1 or self.batch_size < 1:
             raise ValueError("jobs, concurrency and batch size must be at least 1")
+        if self.tasks_per_process < 1 or self.threads < 1:
+            raise ValueError("tasks per process and threads must be at least 1")
+        if self.kind not in (None, *KINDS):
+            raise ValueError(f"unknown kind of task {self.kind!r} (async or sync)")
         if self.sleep < 0 or self.lease <= 0:
             raise ValueError("the sleep must be >= 0 and the lease > 0")
         for name, limit in (("time limit", self.task_time_limit),
@@ -92,6 +117,7 @@ class WorkloadSpec:
 MODULE_TEMPLATE = '''\
 """Tasks of a lanner chaos run (written by lanner.chaos.workload)."""
 
+import asyncio
 import ctypes
 import os
 import resource
@@ -141,14 +167,14 @@ class PoisonError(Exception):
 
 
 @app.task(queue={queue!r}, time_limit={time_limit!r}, max_retries={retries})
-def work(jid, seconds):
+{async_}def work(jid, seconds):
     record("start", jid)
-    time.sleep(seconds)
+    {sleep}(seconds)
     record("end", jid)
 
 
 @app.task(queue={queue!r}, time_limit={time_limit!r}, max_retries={poison_retries})
-def poison_raise(jid):
+{async_}def poison_raise(jid):
     record("pstart", jid)
     try:
         raise PoisonError(f"poison {{jid}} raised on purpose")
@@ -157,19 +183,19 @@ def poison_raise(jid):
 
 
 @app.task(queue={queue!r}, time_limit={time_limit!r}, max_retries={poison_retries})
-def poison_exit(jid):
+{async_}def poison_exit(jid):
     record("pstart", jid)
     os._exit(1)
 
 
 @app.task(queue={queue!r}, time_limit={time_limit!r}, max_retries={poison_retries})
-def poison_segv(jid):
+{async_}def poison_segv(jid):
     record("pstart", jid)
     ctypes.string_at(0)
 
 
 @app.task(queue={queue!r}, time_limit={time_limit!r}, max_retries={poison_retries})
-def poison_memory(jid):
+{async_}def poison_memory(jid):
     record("pstart", jid)
     try:
         chunks = []
@@ -187,19 +213,19 @@ def poison_memory(jid):
 
 
 @app.task(queue={queue!r}, time_limit={poison_time_limit!r}, max_retries={poison_retries})
-def poison_overrun(jid):
+{async_}def poison_overrun(jid):
     record("pstart", jid)
     subprocess.Popen(["sleep", MARKER], stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + 3600
     while time.monotonic() < deadline:
         try:
-            time.sleep(1)
-        except lanner.TimeLimitExceeded:
+            {sleep}(1)
+        except {stopped}:
             pass  # stubborn: only a kill ends it
 
 
 @app.task(queue={queue!r}, time_limit={time_limit!r}, max_retries={poison_retries})
-def poison_fork(jid):
+{async_}def poison_fork(jid):
     record("pstart", jid)
     if os.fork() == 0:
         record("forked", jid)
@@ -256,6 +282,14 @@ def write(folder: Path, broker: str, spec: WorkloadSpec, seed: int) -> Workload:
         retries=spec.retries,
         poison_retries=spec.poison_retries,
         poison_time_limit=spec.poison_time_limit,
+        # An async task is stopped by cancelling it where it awaits.
+        async_="async " if spec.runs_async else "",
+        sleep="await asyncio.sleep" if spec.runs_async else "time.sleep",
+        stopped=(
+            "(asyncio.CancelledError, lanner.TimeLimitExceeded)"
+            if spec.runs_async
+            else "lanner.TimeLimitExceeded"
+        ),
     )
     (folder / f"{module_name}.py").write_text(text)
     ledger.touch()
