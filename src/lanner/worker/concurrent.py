@@ -221,7 +221,11 @@ class ConcurrentLoop(WorkerLoop):
         The next pop is sent to the pop thread before the jobs just popped start, so that
         the store works on it while the event loop starts them."""
         free = self.slots - len(self._held)
-        if free <= 0 or self._alone is not None or self._waiting_alone:
+        if self._alone is not None or self._waiting_alone:
+            await self._give_back_popping()  # no job starts beside one that runs alone
+            await self._wait_for_change(SLOT_WAIT_SEC)
+            return self.limit_reached()
+        if free <= 0:
             await self._wait_for_change(SLOT_WAIT_SEC)
             return self.limit_reached()
         popping, self._popping = self._popping or self._pop_soon(free), None
@@ -260,7 +264,8 @@ class ConcurrentLoop(WorkerLoop):
         return queue, self._pop(queue, queue.name not in self.ready_queues(), count)
 
     async def _give_back_popping(self) -> None:
-        """A pop sent before the loop stopped: what it took goes back to its queue."""
+        """A pop sent that will not be started (the loop stops, or a job runs alone): what
+        it took goes back to its queue."""
         popping, self._popping = self._popping, None
         if popping is None:
             return
@@ -268,7 +273,7 @@ class ConcurrentLoop(WorkerLoop):
             queue, jobs = await popping
             if jobs:
                 await self._call(self._release, [job.jid for job in jobs], queue.name,
-                                 "worker stopping")  # fmt: skip
+                                 "not started here")  # fmt: skip
 
     async def _wait_for_change(self, timeout: float) -> None:
         """Until a job ends here (every waiter wakes), or `timeout`."""
