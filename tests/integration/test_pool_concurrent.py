@@ -294,3 +294,24 @@ def test_a_copy_forked_by_a_task_runs_no_other_job(recovering: Workspace) -> Non
     for jid in neighbours:  # each ended once, in the worker, never in the forked copy
         assert [line.pid for line in ws.lines("end", jid)] == list(pids)
     assert {line.pid for line in ws.lines("end", forker)} == pids
+
+
+def test_lanner_cancel_stops_that_job_alone(recovering: Workspace) -> None:
+    ws = recovering
+    tasks = ws.write_module(TASKS, queues=QUEUES)
+    victim = tasks.Nap.publish(None, 60)
+    neighbours = [tasks.Nap.publish(None, 2.0) for _ in range(5)]
+
+    with running_pool(tasks.app, concurrency=1, tasks_per_process=10) as pool:
+        wait_until(lambda: len(ws.lines("start")) >= 6, DEADLINE, "the jobs to start",
+                   step=supervising(pool), details=ws.log)  # fmt: skip
+        [worker] = pool.children
+        assert ws.engine.cancel([victim]) == [victim]
+        settle(ws, supervising(pool), neighbours, "the neighbours to end")
+        wait_until(lambda: pool.counts().running == 0, DEADLINE, "the victim's task to stop",
+                   step=supervising(pool))  # fmt: skip
+        assert pool.children == [worker], "the process was killed, not the one job stopped"
+
+    assert_uncharged(ws, neighbours)
+    assert ws.engine.get(victim) is None
+    assert ws.lines("end", victim) == []
