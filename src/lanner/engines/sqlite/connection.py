@@ -49,6 +49,10 @@ FILE_CHECK_SEC: Final = 1.0
 WATCH_RECHECK_SEC: Final = 1.0
 """The longest a wait for a commit sleeps on the file's watch before it looks anyway."""
 
+SETTLE_CHECKS: Final = 5
+"""Checks for a commit (0.1 ms doubling: 3 ms in all) before a woken waiter looks whether
+another connection still holds the write lock, the commit it wrote not showing yet."""
+
 
 class Database:
     """One SQLite file as the engine uses it. Safe to share between threads."""
@@ -194,33 +198,37 @@ class Database:
         Where the file can be watched (`filewatch.py`), one waiting thread sleeps until its
         WAL is written, the others on `_committed`, woken by this process's commits and by
         that thread. A commit is written to the WAL before it shows (its writer syncs the
-        WAL first, then shows it, then lets go of the write lock): a waiter that finds
-        nothing new while another connection holds the write lock checks again every
-        0.1 ms, doubling up to `poll_interval`, until it shows or the lock is free. Where
-        the file cannot be watched, it checks so all the time.
+        WAL first, then shows it, then lets go of the write lock), so a woken waiter checks
+        again every 0.1 ms, doubling up to `poll_interval`: SETTLE_CHECKS times, then for as
+        long as another connection holds the write lock. Where the file cannot be watched,
+        it checks so all the time.
         """
         deadline = time.monotonic() + timeout
         pause = 0.0001
+        checks = 0  # checks left before the write lock is looked at again
         with self._lock, _store_errors(self.path):
             watch = self._own_watch()  # before the first look: no write goes unseen
             while True:
                 conn = self._connection()
-                # Free write lock first, then the versions: every commit written by then shows.
-                busy = watch is not None and self._writer_busy(conn)
                 current = self.versions(conn)
                 left = deadline - time.monotonic()
                 if current != seen or left <= 0:
                     return current
-                if watch is None or busy:
-                    self._committed.wait(min(pause, left))
-                    pause = min(pause * 2, self.options.poll_interval)
+                if watch is not None and checks <= 0 and not self._writer_busy(conn):
+                    # The lock is free: every commit written so far shows now.
+                    current = self.versions(conn)
+                    if current != seen:
+                        return current
+                    pause, checks = 0.0001, SETTLE_CHECKS  # for when it wakes
+                    if self._watching:
+                        self._committed.wait(min(left, WATCH_RECHECK_SEC))
+                    else:
+                        self._watch_wal(watch, min(left, WATCH_RECHECK_SEC))
+                    watch = self._own_watch()  # dropped meanwhile: a new one, or none
                     continue
-                pause = 0.0001
-                if self._watching:
-                    self._committed.wait(min(left, WATCH_RECHECK_SEC))
-                else:
-                    self._watch_wal(watch, min(left, WATCH_RECHECK_SEC))
-                watch = self._own_watch()  # dropped meanwhile: a new one, or none
+                self._committed.wait(min(pause, left))
+                pause = min(pause * 2, self.options.poll_interval)
+                checks -= 1
 
     def _writer_busy(self, conn: sqlite3.Connection) -> bool:
         """Whether another connection holds the write lock now (a try, no wait)."""
