@@ -161,3 +161,18 @@ def test_blocked_pops_of_a_process_and_of_its_forked_child_wake_on_puts(path: st
         popper.join(30)
         engine.close()
     assert popper.exitcode == 0
+
+
+def test_where_the_file_cannot_be_watched_waits_check_it(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not Linux, or the per-user limit of inotify instances reached: as before the watch."""
+    monkeypatch.setattr(FileWatch, "open", classmethod(lambda cls, path: None))
+    database = Database(path, SQLiteOptions())
+    seen = versions(database)
+    with SQLiteEngine(path) as other:
+        putter = threading.Thread(target=lambda: other.put("q", "j1", "Task"))
+        putter.start()
+        assert database.wait_for_commit(seen, LONG) != seen
+        putter.join()
+    database.close()
