@@ -11,7 +11,11 @@ POSIX locks, the shared-memory map of the WAL index) that a child would inherit 
 the locks themselves: a child opening the file again would share that state, believe it
 holds locks it does not hold, and its commits could vanish or corrupt the file. So before
 any fork of this process every Database closes its connection (`os.register_at_fork`),
-and each process opens its own on its next command.
+and each process opens its own on its next command (and its own watch of the file).
+
+A blocked pop, a job's `wait` and an event stream wait for other processes' commits by
+sleeping until the file's WAL is written (`filewatch.py`, Linux), or else by checking
+PRAGMA data_version every few milliseconds.
 
 Every error of the store is a `LannerError` here: an `EngineUnavailable` when the file
 cannot be used now (locked past `busy_timeout`, unreadable, full, gone), so that workers
@@ -32,6 +36,7 @@ from contextlib import contextmanager
 from typing import Final
 
 from lanner.engines.sqlite import eventlog
+from lanner.engines.sqlite.filewatch import FileWatch
 from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.engines.sqlite.schema import connect, execute_when_free
 from lanner.errors import EngineUnavailable, LannerError, StoreMisconfigured
@@ -40,6 +45,13 @@ logger = logging.getLogger("lanner.sqlite")
 
 FILE_CHECK_SEC: Final = 1.0
 """How often a connection in use checks that its path still names the file it opened."""
+
+WATCH_RECHECK_SEC: Final = 1.0
+"""The longest a wait for a commit sleeps on the file's watch before it looks anyway."""
+
+SETTLE_CHECKS: Final = 5
+"""Checks for a commit (0.1 ms doubling: 3 ms in all) before a woken waiter looks whether
+another connection still holds the write lock, the commit it wrote not showing yet."""
 
 
 class Database:
@@ -57,6 +69,10 @@ class Database:
         self._pid = 0
         self._file: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file opened
         self._checked_at = 0.0
+        self._watch: FileWatch | None = None  # see wait_for_commit
+        self._watch_pid = 0  # the process the watch belongs to
+        self._watch_tried = False
+        self._watching = False  # a thread sleeps on the watch, without the lock
         # A connection of another process (inherited only if a fork could not wait for it)
         # must never be used or closed here: closing runs SQLite's cleanup, which may write.
         self._inherited: list[sqlite3.Connection] = []
@@ -65,6 +81,7 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self._close()
+            self._drop_watch()
 
     def _close(self) -> None:
         if self._conn is not None:
@@ -108,6 +125,7 @@ class Database:
             return  # cannot tell now; the next check will
         logger.warning("%s %s: opening it anew", self.path, what)
         self._close()
+        self._drop_watch()
         self._open()
 
     def open(self) -> None:
@@ -174,12 +192,88 @@ class Database:
         return int(version), self.commits + (1 if committing else 0)
 
     def wait_for_commit(self, seen: tuple[int, int], timeout: float) -> tuple[int, int]:
-        """Wait up to `timeout` for a commit of this process after `seen`; return the
-        versions now (a commit of another process shows as a changed data_version)."""
+        """Wait up to `timeout` seconds for a commit after `seen`, by any process; return the
+        versions now (unchanged: none came in time).
+
+        Where the file can be watched (`filewatch.py`), one waiting thread sleeps until its
+        WAL is written, the others on `_committed`, woken by this process's commits and by
+        that thread. A commit is written to the WAL before it shows (its writer syncs the
+        WAL first, then shows it, then lets go of the write lock), so a woken waiter checks
+        again every 0.1 ms, doubling up to `poll_interval`: SETTLE_CHECKS times, then for as
+        long as another connection holds the write lock. Where the file cannot be watched,
+        it checks so all the time.
+        """
+        deadline = time.monotonic() + timeout
+        pause = 0.0001
+        checks = 0  # checks left before the write lock is looked at again
         with self._lock, _store_errors(self.path):
-            if self.commits == seen[1]:
-                self._committed.wait(timeout)
-            return self.versions(self._connection())
+            watch = self._own_watch()  # before the first look: no write goes unseen
+            while True:
+                conn = self._connection()
+                current = self.versions(conn)
+                left = deadline - time.monotonic()
+                if current != seen or left <= 0:
+                    return current
+                if watch is not None and checks <= 0 and not self._writer_busy(conn):
+                    # The lock is free: every commit written so far shows now.
+                    current = self.versions(conn)
+                    if current != seen:
+                        return current
+                    pause, checks = 0.0001, SETTLE_CHECKS  # for when it wakes
+                    if self._watching:
+                        self._committed.wait(min(left, WATCH_RECHECK_SEC))
+                    else:
+                        self._watch_wal(watch, min(left, WATCH_RECHECK_SEC))
+                    watch = self._own_watch()  # dropped meanwhile: a new one, or none
+                    continue
+                self._committed.wait(min(pause, left))
+                pause = min(pause * 2, self.options.poll_interval)
+                checks -= 1
+
+    def _writer_busy(self, conn: sqlite3.Connection) -> bool:
+        """Whether another connection holds the write lock now (a try, no wait)."""
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            # Another error (a read-only file): no telling; the watch wakes the wait.
+            return error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+        else:
+            conn.execute("ROLLBACK")
+            return False
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.options.busy_timeout * 1000)}")
+
+    def _own_watch(self) -> FileWatch | None:
+        """This process's watch of the file (made at first use), or None: poll instead."""
+        if self._watch_pid != os.getpid():
+            self._drop_watch()  # inherited through a fork: the parent's, for its threads
+            self._watching, self._watch_pid = False, os.getpid()
+        if self._watch is None and not self._watch_tried:
+            self._watch_tried = True  # once: where inotify is missing, it stays missing
+            self._watch = FileWatch.open(self.path)
+        return self._watch
+
+    def _watch_wal(self, watch: FileWatch, timeout: float) -> None:
+        """Sleep on `watch`, without the lock, until the WAL is written or `timeout`."""
+        self._watching = True
+        self._lock.release()
+        try:
+            watch.wait(timeout)
+        finally:
+            self._lock.acquire()
+            self._watching = False
+            if watch is not self._watch:  # dropped meanwhile (closed, or the file replaced)
+                watch.close()
+            self._committed.notify_all()  # the others look again; one watches next
+
+    def _drop_watch(self) -> None:
+        """Close the watch, made anew at the next wait. One a thread sleeps on is closed by
+        it when it wakes; one inherited through a fork is this process's copy of the
+        descriptor (closing it leaves the parent's as it was)."""
+        if self._watch is not None and (not self._watching or self._watch_pid != os.getpid()):
+            self._watch.close()
+        self._watch, self._watch_tried = None, False
 
 
 @contextmanager

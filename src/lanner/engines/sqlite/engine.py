@@ -12,6 +12,7 @@ listings, failure groups), `tags.py`, `workers.py`, `recurring.py`, `config.py` 
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from dataclasses import replace
 
@@ -118,13 +119,14 @@ class SQLiteEngine(Engine):
         return self._pop_blocking(command, versions, due)
 
     def _pop_once(self, command: checks.Pop) -> tuple[list[Job], tuple[int, int], float]:
-        """One pop transaction; also the commit versions after it and when something falls due."""
+        """One pop transaction; also the commit versions after it and when something falls
+        due (`_due`)."""
         with self.database.write() as conn:
-            at = time.time() if command.now is None else command.now
+            at = _clock(command)
             taken = pop.take(conn, command.queue, command.worker, command.limit, at)
             # Read under the write lock, so no commit can slip in unseen.
             versions = self.database.versions(conn, committing=True)
-            due = float("inf") if taken else pop.next_due(conn, command.queue)
+            due = float("inf") if taken else _due(conn, command.queue, at)
         return taken, versions, due
 
     def _pop_blocking(
@@ -132,32 +134,29 @@ class SQLiteEngine(Engine):
     ) -> list[Job]:
         """Wait for a commit (another process's, or this engine's) or for `due`, then pop.
 
-        Other processes' commits change PRAGMA data_version, which SQLite reads from shared
-        memory: a check costs microseconds and no disk I/O, so checking every few
-        milliseconds keeps pickup latency low at little cost. The pause doubles from
-        0.1 ms up to `poll_interval`; commits of this engine wake the wait at once.
+        A commit wakes the wait at once (`Database.wait_for_commit`).
         """
         deadline = time.monotonic() + command.wait
-        pause = 0.0001
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            current = self.database.wait_for_commit(versions, min(pause, remaining))
-            pause = min(pause * 2, self.options.poll_interval)
-            clock = time.time() if command.now is None else command.now
-            if current == versions and clock < due:
+            # A pop at a given `now` waits for commits only: its clock stands still.
+            timed = command.now is None
+            wait = min(remaining, max(0.0, due - time.time())) if timed else remaining
+            current = self.database.wait_for_commit(versions, wait)
+            clock = _clock(command)
+            if current == versions and not (timed and clock >= due):
                 continue
             # A read first: an empty pop writing (and fsyncing) would wake every other
             # blocked worker, which would do the same, and so on.
             with self.database.read() as conn:
                 if not pop.has_work(conn, command.queue, clock):
-                    versions, due = current, pop.next_due(conn, command.queue)
+                    versions, due = current, _due(conn, command.queue, clock)
                     continue
             taken, versions, due = self._pop_once(command)
             if taken:
                 return taken
-            pause = 0.0001
 
     def _peek(self, command: checks.Peek) -> list[Job]:
         if "+" in command.queue:  # a fanout child: registered by its first peek, a write
@@ -217,21 +216,16 @@ class SQLiteEngine(Engine):
             return rows.multiget(conn, command.jids)
 
     def _wait(self, command: checks.Wait) -> Job | None:
-        """Read the job after each commit (of any process) until it is finished: a commit
-        shows in PRAGMA data_version, read from shared memory, as for the blocking pop."""
+        """Read the job after each commit (of any process) until it is finished, waiting
+        for commits as the blocking pop does."""
         deadline = time.monotonic() + command.timeout
-        pause = 0.0001
         while True:
             with self.database.read() as conn:
                 found = rows.multiget(conn, [command.jid])
                 versions = self.database.versions(conn)
             if not found or found[0].finished or time.monotonic() >= deadline:
                 return found[0] if found else None
-            while self.database.wait_for_commit(versions, pause) == versions:
-                if time.monotonic() >= deadline:
-                    break
-                pause = min(pause * 2, self.options.poll_interval)
-            pause = 0.0001
+            self.database.wait_for_commit(versions, deadline - time.monotonic())
 
     # -- queues ---------------------------------------------------------------------------
     def _queues(self, now: float) -> list[QueueCounts]:
@@ -338,3 +332,15 @@ class SQLiteEngine(Engine):
     def _recur_retag(self, command: checks.Retag, add: bool) -> list[str]:
         with self.database.write() as conn:
             return recurring.retag(conn, command, add=add)
+
+
+def _clock(command: checks.Pop) -> float:
+    return time.time() if command.now is None else command.now
+
+
+def _due(conn: sqlite3.Connection, queue: str, now: float) -> float:
+    """When something of `queue` falls due for a pop after `now` (inf: never). What is due
+    already and was not taken (the queue paused, or at its concurrency) waits for the
+    commit that changes that."""
+    due = pop.next_due(conn, queue)
+    return due if due > now else float("inf")

@@ -2,9 +2,9 @@
 
 A stream registers a row of `event_listeners` (committed before `events()` returns: from
 then on every write transaction stores its events, `eventlog.py`), and remembers the last
-event id assigned then. It waits for commits as the blocking pop does: PRAGMA
-data_version, read from shared memory (no disk I/O), checked every few milliseconds;
-after a commit it reads the rows after the last id it saw (`id > ?`, the primary key).
+event id assigned then. It waits for commits as the blocking pop does
+(`Database.wait_for_commit`); after a commit it reads the rows after the last id it saw
+(`id > ?`, the primary key).
 
 Its registration expires LISTENER_TTL seconds after its last refresh, done every
 REFRESH_SEC by `get`; closing deletes it. A stream yields `gap` when events may be lost
@@ -42,9 +42,6 @@ REFRESH_SEC: Final = 15.0
 BATCH: Final = 1000
 """The most rows one read takes; the next read follows at once."""
 
-MAX_PAUSE: Final = 0.01
-"""The longest pause between two checks for a commit (seconds)."""
-
 _COLUMNS: Final = "id, kind, jid, queue, worker, details"
 _WORKER_FILTER: Final = (
     f" AND worker = ? AND kind IN ({', '.join(repr(kind) for kind in sorted(WORKER_KINDS))})"
@@ -65,7 +62,6 @@ class SQLiteEventStream(PolledStream):
         self._more = False  # the last read was a full batch: read again without waiting
         self._refresh_at = 0.0
         self._away = False
-        self._pause = 0.0001
         try:
             self._register()
         except BaseException:
@@ -111,10 +107,7 @@ class SQLiteEventStream(PolledStream):
                     self._refresh()
                 if not self._more:
                     left = deadline - time.monotonic()
-                    current = self._database.wait_for_commit(
-                        self._versions, max(min(self._pause, left), 0.0)
-                    )
-                    self._pause = min(self._pause * 2, MAX_PAUSE)
+                    current = self._database.wait_for_commit(self._versions, max(left, 0.0))
                     if current == self._versions:
                         if time.monotonic() >= deadline:
                             return None
@@ -129,7 +122,6 @@ class SQLiteEventStream(PolledStream):
             if self._away:
                 self._away = False
                 self._buffer.appendleft(GAP)
-            self._pause = 0.0001
 
     def _read(self) -> None:
         """Read the events committed after the last one seen into the buffer."""

@@ -19,7 +19,8 @@ class SQLiteOptions:
                     crashes, but a power loss may roll back the last transactions.
     busy_timeout    seconds a writer waits for another process's transaction.
     max_data_bytes  the largest job data `put` accepts.
-    poll_interval   longest pause between two checks of a blocked `pop` (seconds).
+    poll_interval   longest pause between two checks for a commit of a blocked `pop`, where
+                    the file cannot be watched (not Linux; seconds).
     """
 
     synchronous: str = "full"

@@ -310,8 +310,8 @@ def execute_when_free(conn: sqlite3.Connection, statement: str, busy_timeout: fl
     SQLite's own busy handler sleeps 1, 2, 5, 10 ... 100 ms between tries, so a process
     that keeps writing can starve another for seconds (measured: a pop waited 2.9 s behind
     two busy poppers); and SQLite skips it where waiting could deadlock. Retrying in short
-    steps keeps waits short and fair. The connection's busy timeout (`busy_timeout`) is
-    off meanwhile, and in force again after, for every other statement.
+    steps keeps waits short and fair. The connection's busy timeout is off meanwhile, and
+    in force again after, for every other statement.
     """
     conn.execute("PRAGMA busy_timeout = 0")
     try:
