@@ -18,7 +18,7 @@ A job is stopped alone: an async task is cancelled where it awaits and sees its 
 (`TimeLimitExceeded`, `JobCancelled`); a sync task in a thread gets the error raised in
 that thread at its next Python instruction (a task blocked in C code is not interrupted:
 the supervisor kills its process after the grace, charging that job alone). A job that
-was in flight when its process died runs alone afterwards (`runs_alone`): only a death
+was in flight when its process died runs alone afterwards (`recovery.runs_alone`): only a death
 with no other job in flight is charged to it (recovery.py), so a poison job still ends
 failed and its innocent neighbours never do.
 
@@ -68,7 +68,7 @@ from lanner.worker.loop import (
     configure_queues,
 )
 from lanner.worker.outage import Outage
-from lanner.worker.recovery import DEATH_ENTRY
+from lanner.worker.recovery import runs_alone
 from lanner.worker.reporter import Outcome, Reporter
 
 if TYPE_CHECKING:
@@ -110,12 +110,6 @@ class InFlight:
             elif self.thread is not None:
                 interrupt.raise_in_thread(self.thread, type(error))
             return True
-
-
-def runs_alone(job: Job) -> bool:
-    """Whether the job was in flight when a worker process died: it then runs with no
-    other job beside it, so that a death under it is its own."""
-    return any(event.what == DEATH_ENTRY for event in job.history)
 
 
 class ConcurrentLoop(WorkerLoop):
@@ -359,7 +353,8 @@ class ConcurrentLoop(WorkerLoop):
         self._sync_free -= 1
         if self._stopping:
             self._give_thread()
-            await self._call(self._release, [flight.job.jid], flight.job.queue, "stopping")
+            await self._call(self._release, [flight.job.jid], flight.job.queue,
+                             "worker stopping")  # fmt: skip
             return False
         return True
 
@@ -482,11 +477,6 @@ class ConcurrentLoop(WorkerLoop):
         return await asyncio.get_running_loop().run_in_executor(
             self._engine_thread, context_now.run, action, *args
         )
-
-    async def _pop_call(self, action: Callable[..., T], *args: Any) -> T:
-        """Run a pop (or a selection, which asks the engine) in the pop thread."""
-        self._exit_if_forked()
-        return await asyncio.get_running_loop().run_in_executor(self._pop_thread, action, *args)
 
     async def _settle_often(self) -> None:
         while True:

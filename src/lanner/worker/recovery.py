@@ -11,7 +11,7 @@ chore, is idempotent (run again after the store failed it halfway, it does nothi
    given back untouched after a cold shutdown, which is nobody's fault;
 3. jobs it ran side by side (a process running many at once) are not charged for a death
    that any of them may have caused: each gets the death's history entry and is given back
-   at once, a retry kept, and runs alone from then on (`concurrent.runs_alone`), so that a
+   at once, a retry kept, and runs alone from then on (`runs_alone`), so that a
    later death is its own. A kill for one job's time limit charges that job alone;
 4. every other job the engine shows the worker holding is given back, in its queue,
    whether or not the process had reported it (it may have died just after a pop).
@@ -167,6 +167,12 @@ def _settle_orphan(
 
 def _deaths(job: Job) -> int:
     return sum(1 for event in job.history if event.what == DEATH_ENTRY)
+
+
+def runs_alone(job: Job) -> bool:
+    """Whether a worker process died with the job in flight: it then runs with no other
+    job beside it (`concurrent.py`), so that a death under it is its own."""
+    return _deaths(job) > 0
 
 
 def _give_back_held(engine: Engine, dead: DeadWorker) -> list[str]:

@@ -23,8 +23,8 @@ from lanner.message import KaleMessage
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
 from lanner.task import Task
-from lanner.worker.concurrent import ConcurrentLoop, runs_alone
-from lanner.worker.recovery import DEATH_ENTRY
+from lanner.worker.concurrent import ConcurrentLoop
+from lanner.worker.recovery import DEATH_ENTRY, runs_alone
 
 QUEUE = "cc"
 DEADLINE = 30.0
