@@ -60,6 +60,14 @@ class NoProgress:
         pass
 
 
+def require_counts(**counts: int) -> None:
+    """A benchmark's counts (jobs, processes, batch...) are each at least 1 (`ValueError`
+    naming the first that is not)."""
+    for name, value in counts.items():
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, not {value}")
+
+
 def rate(count: int, seconds: float) -> float:
     """`count` jobs in `seconds`, per second; `BenchError` if no time passed."""
     if seconds <= 0:

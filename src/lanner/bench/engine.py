@@ -27,6 +27,7 @@ from lanner.bench.common import (
     NoProgress,
     bench_store,
     rate,
+    require_counts,
     synchronous_of,
 )
 from lanner.bench.pickup import measure_pickup, measure_redis_floor
@@ -243,9 +244,7 @@ def run_engine_benchmark(
     name an empty store: the benchmark leaves its `2 * jobs + samples + 1` completed jobs
     there, in queues named `bench-<run id>-...`.
     """
-    for name, value in (("jobs", jobs), ("batch", batch), ("samples", samples)):
-        if value < 1:
-            raise ValueError(f"{name} must be at least 1, not {value}")
+    require_counts(jobs=jobs, batch=batch, samples=samples)
     if result_bytes < 0:
         raise ValueError(f"result_bytes must be at least 0, not {result_bytes}")
     result = json.dumps("r" * max(0, result_bytes - 2)) if result_bytes else None

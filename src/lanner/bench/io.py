@@ -42,6 +42,7 @@ from lanner.bench.common import (
     NoProgress,
     bench_store,
     rate,
+    require_counts,
     synchronous_of,
 )
 from lanner.bench.pool import (
@@ -277,14 +278,9 @@ def run_io_benchmark(
     jobs there, in a queue `bench-<run id>-io`. Call it from the main thread of a process
     that runs no other pool benchmark: the pool forks this process.
     """
-    for name, value in (
-        ("jobs", jobs),
-        ("concurrency", concurrency),
-        ("tasks_per_process", tasks_per_process),
-        ("threads", threads),
-    ):
-        if value < 1:
-            raise ValueError(f"{name} must be at least 1, not {value}")
+    require_counts(
+        jobs=jobs, concurrency=concurrency, tasks_per_process=tasks_per_process, threads=threads
+    )
     if not sleep_ms > 0:
         raise ValueError(f"sleep_ms must be more than 0, not {sleep_ms}")
     if kind not in KINDS:

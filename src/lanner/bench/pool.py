@@ -41,6 +41,7 @@ from lanner.bench.common import (
     NoProgress,
     bench_store,
     rate,
+    require_counts,
     synchronous_of,
 )
 from lanner.bench.pool_tasks import SLEEP_SECONDS, BenchTasks, start_channel
@@ -428,14 +429,7 @@ def run_pool_benchmark(
     (the jobs of the single-enqueue phase are cancelled). Call it from the main thread of a
     process that runs no other pool benchmark: the pool forks this process.
     """
-    for name, value in (
-        ("jobs", jobs),
-        ("concurrency", concurrency),
-        ("batch", batch),
-        ("samples", samples),
-    ):
-        if value < 1:
-            raise ValueError(f"{name} must be at least 1, not {value}")
+    require_counts(jobs=jobs, concurrency=concurrency, batch=batch, samples=samples)
     progress = progress or NoProgress()
     small = max(1, jobs // 10)
     run = uuid.uuid4().hex[:8]
