@@ -1,0 +1,57 @@
+"""`lanner` loads its tools (`bench`, `chaos`) only when one of them runs: `lanner --help`
+and every other command import none of them, and nothing outside the tools and
+`lanner/cli.py` imports them."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from lanner import cli
+
+SRC = Path(cli.__file__).resolve().parent
+TOOLS = ("bench", "chaos")
+
+
+def test_help_imports_no_tool_module() -> None:
+    probe = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from lanner.cli import main\n"
+        "assert CliRunner().invoke(main, ['--help']).exit_code == 0\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('lanner.bench', 'lanner.chaos'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_the_listed_short_help_is_the_commands_own(name: str) -> None:
+    group = cli.main
+    assert isinstance(group, click.Group)
+    command = group.get_command(click.Context(group), name)
+    assert command is not None
+    assert command.get_short_help_str(200) == cli.TOOL_COMMANDS[name][1]
+    result = CliRunner().invoke(cli.main, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert cli.TOOL_COMMANDS[name][1] in result.output
+
+
+def test_nothing_else_imports_the_tools() -> None:
+    importing = re.compile(r"^\s*(?:from|import)\s+lanner\.(?:bench|chaos)\b", re.M)
+    offenders = [
+        str(path.relative_to(SRC))
+        for path in SRC.rglob("*.py")
+        if path.parent.name not in TOOLS
+        and path.name != "cli.py"
+        and importing.search(path.read_text())
+    ]
+    assert offenders == []
