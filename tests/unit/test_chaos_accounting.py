@@ -109,3 +109,19 @@ def test_a_one_shot_fault_waits_for_the_one_under_way_to_end() -> None:
     assert not stop.due(cast(Harness, run))
     run.incidents[0].ended = 61.0
     assert stop.due(cast(Harness, run))
+
+
+def test_a_kill_before_the_ledger_line_is_known_from_the_jobs_history(tmp_path: Path) -> None:
+    # The harness knows which process ran a poison job from the job's own history too:
+    # a kill can land between the pop and the task's first ledger line.
+    from lanner import open_engine
+    from lanner.chaos.settle import _popped_by
+
+    engine = open_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    engine.put("q", "jid-1", "t.Task", "{}")
+    assert len(engine.pop("q", "host.example-4242")) == 1
+    engine.fail("jid-1", "host.example-4242", "lanner-worker-died", "killed", "{}")
+    job = engine.get("jid-1")
+    assert job is not None
+    assert _popped_by(job) == {4242}
+    engine.close()

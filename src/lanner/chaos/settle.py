@@ -96,6 +96,9 @@ def account_poison(run: Run, work: Workload) -> list[PoisonOutcome]:
             ok = ok and any(words in message for words in expected.reasons)
             runners = {line.pid for line in run.ledger.lines
                        if line.what == "pstart" and line.jid == jid}  # fmt: skip
+            # A kill can land after its worker popped the job and before the task wrote its
+            # start to the ledger: the job's history names that worker (host-pid).
+            runners |= _popped_by(job)
             if not ok and runners & killed:
                 # The harness itself killed it on its last try: that is its reason.
                 ok = job.state == lanner.JobState.FAILED and group == "lanner-worker-died"
@@ -108,6 +111,17 @@ def account_poison(run: Run, work: Workload) -> list[PoisonOutcome]:
                 ok = ok and "supervisor had died" in message
         outcomes.append(PoisonOutcome(jid, kind, str(job.state), group, reason[:200], ok))
     return outcomes
+
+
+def _popped_by(job: lanner.Job) -> set[int]:
+    """The pids of the workers the job's history says popped it."""
+    pids = set()
+    for event in job.history:
+        worker = str(event.details.get("worker", "")) if event.what == "popped" else ""
+        pid = worker.rpartition("-")[2]
+        if pid.isdigit():
+            pids.add(int(pid))
+    return pids
 
 
 def _group_matches(group: str, expected: str) -> bool:
