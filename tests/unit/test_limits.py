@@ -139,7 +139,7 @@ def parse(*args: str) -> click.Context:
         ("chaos", "-n", str(TOO_MANY)),
         ("bench", "pool", "-c", "10000"),
         ("bench", "engine", "--batch", "100000"),
-        ("bench", "kestrel", "--clients", "10000"),
+        ("bench", "kestrel", "-n", str(limits.MAX_CONNECTIONS + 1)),
         ("simulate", "--jobs", "10000"),
     ],
     ids=" ".join,

@@ -131,7 +131,9 @@ class KestrelServer:
         known = {queue.name: queue for queue in counts}
         for name in sorted(known.keys() | self.front.queues_read()):
             queue = known.get(name) or QueueCounts(name, 0, 0, 0, 0, 0, 0, False)
-            held = queue.waiting + queue.scheduled + queue.running + queue.stalled
+            # Kestrel's count: an item handed out (running, locked by a reader) has left the
+            # queue and is an open transaction; a stalled one (its lock ran out) is back in it.
+            held = queue.waiting + queue.scheduled + queue.stalled
             usage = await self.front.call(self.engine.queue_usage, name) if limits else None
             last, read_at = self.front.last_read(name)
             shown += [
