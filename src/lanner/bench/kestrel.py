@@ -257,7 +257,7 @@ def _drive(
     live = len(socks)
     while live:
         for key, _ in selector.select(timeout=60):
-            n: int = key.data
+            n = int(key.data)
             chunk = socks[n].recv(65536)
             if not chunk:
                 raise BenchError("the server closed a connection")
