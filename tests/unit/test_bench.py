@@ -161,6 +161,8 @@ def test_bench_kestrel_json_smoke() -> None:
     assert all(row["lanner_per_s"] > 0 for row in rows)
     assert report["peak_per_s"] == max(row["lanner_per_s"] for row in rows)
     assert report["blocking_consumer_per_s"] > 0
+    assert report["engine_batched_per_s"] > 0
+    assert all(report["lone"][key] > 0 for key in ("set_ms", "get_ms", "engine_put_ms"))
     for row in rows:
         if shutil.which("memcached"):
             assert row["memcached_per_s"] > 0

@@ -473,7 +473,12 @@ def kestrel_command(
         theirs = "not installed" if row.memcached_per_s is None else f"{row.memcached_per_s:,.0f}/s"
         table.add_row(f"{row.connections:,}", f"{row.lanner_per_s:,.0f}/s", theirs, ratio,
                       f"{row.lanner_per_s / result.peak_per_s:.0%}")  # fmt: skip
+    lone = result.lone
     consumer = Text(
+        f"one client alone: set {lone.set_ms:.2f} ms, get {lone.get_ms:.2f} ms (medians); "
+        f"the engine's own put {lone.engine_put_ms:.2f} ms, pop {lone.engine_pop_ms:.2f} ms\n"
+        f"the engine alone, batches of 100 (put_many, pop, complete_many): "
+        f"{result.engine_batched_per_s:,.0f} pairs/s\n"
         f"one consumer, get q/t=1000 while a producer sets: "
         f"{result.blocking_consumer_per_s:,.0f} items/s"
     )

@@ -7,8 +7,10 @@ loop), and every connection does set-then-get pairs, one request at a time, as a
 client does: on `lanner serve` a set into one shared queue then a get from it, on
 memcached a set of a key of its own then a get of that key. The two servers take turns,
 round after round, so that a busy minute of the machine falls on both; each figure is the
-median of its rounds. Last, one consumer takes items with blocking gets while a producer
-sets them.
+median of its rounds. Then one client alone times its sets and gets, beside the engine's
+own puts and pops on the same store, and the engine alone does the pairs in batches (what
+the front could reach if it cost nothing). Last, one consumer takes items with blocking
+gets while a producer sets them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ CONNECTIONS_PER_CLIENT: Final = 250
 MIN_PAIRS_PER_CONNECTION: Final = 5
 """Each connection does at least this many pairs, however many connections share a run."""
 
+LATENCY_SAMPLES: Final = 200
+"""Requests of the lone client timed, and engine calls."""
+
+ENGINE_BATCH: Final = 100
+"""Items per engine call in the engine-alone figure."""
+
 
 @dataclass(frozen=True, slots=True)
 class PairsRow:
@@ -60,12 +68,29 @@ class PairsRow:
 
 
 @dataclass(frozen=True, slots=True)
+class LoneClient:
+    """Median milliseconds of one client's requests beside the engine's own calls, made
+    from the benchmark's process on the same store (a get is the engine's pop; its
+    completion follows the reply)."""
+
+    set_ms: float
+    get_ms: float
+    engine_put_ms: float
+    engine_pop_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
 class KestrelBenchResult:
     url: str
     processes: int
     rounds: int
     value_bytes: int
     rows: tuple[PairsRow, ...]
+    lone: LoneClient
+    engine_batched_per_s: float
     blocking_items: int
     blocking_consumer_per_s: float
     machine: MachineInfo
@@ -82,6 +107,8 @@ class KestrelBenchResult:
             "value_bytes": self.value_bytes,
             "rows": [row.to_json() for row in self.rows],
             "peak_per_s": self.peak_per_s,
+            "lone": self.lone.to_json(),
+            "engine_batched_per_s": self.engine_batched_per_s,
             "blocking_items": self.blocking_items,
             "blocking_consumer_per_s": self.blocking_consumer_per_s,
             "machine": self.machine.to_json(),
@@ -126,6 +153,11 @@ def run_kestrel_benchmark(
                     tuple(theirs),
                 )
             )
+        progress.phase(f"lone client and engine calls: {LATENCY_SAMPLES} each", 2)
+        lone = _lone_client(lanner, store, value)
+        progress.advance()
+        engine_batched = _engine_batched(store, pairs, value)
+        progress.advance()
         blocking_items = max(MIN_PAIRS_PER_CONNECTION, pairs // 2)
         progress.phase(f"lanner serve: {blocking_items:,} items to one blocking consumer", 2)
         blocking = _blocking_consumer(lanner, blocking_items, value, progress)
@@ -135,6 +167,8 @@ def run_kestrel_benchmark(
         rounds,
         value_bytes,
         tuple(rows),
+        lone,
+        engine_batched,
         blocking_items,
         blocking,
         MachineInfo.current(),
@@ -280,6 +314,63 @@ def _drive(
                 live -= 1
     selector.close()
     return pairs, misses
+
+
+# -- one client alone, and the engine alone --------------------------------------------------
+def _lone_client(address: Address, url: str, value: bytes) -> LoneClient:
+    """Median times of one client's sets and gets, then of the engine's own puts and pops."""
+    sets: list[float] = []
+    gets: list[float] = []
+    with socket.create_connection(address) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_request, get_request = _queue_pairs(0, 0, value)
+        for _ in range(LATENCY_SAMPLES):
+            sets.append(_timed(sock, set_request, b"STORED\r\n"))
+            gets.append(_timed(sock, get_request, b"END\r\n"))
+    from lanner.engines import open_engine
+    from lanner.kestrel.items import ITEM_KLASS, to_data
+
+    puts: list[float] = []
+    pops: list[float] = []
+    data = to_data(value)
+    with open_engine(url) as engine:
+        for n in range(LATENCY_SAMPLES):
+            started = time.perf_counter()
+            engine.put("bench-alone", f"lone-{n}", ITEM_KLASS, data)
+            put_at = time.perf_counter()
+            jobs = engine.pop("bench-alone", "bench", 1)
+            puts.append(put_at - started)
+            pops.append(time.perf_counter() - put_at)
+            engine.complete_many([job.jid for job in jobs], "bench", "bench-alone")
+    return LoneClient(*(statistics.median(times) * 1000 for times in (sets, gets, puts, pops)))
+
+
+def _timed(sock: socket.socket, request: bytes, ending: bytes) -> float:
+    started = time.perf_counter()
+    _requests(sock, [request], ending)
+    return time.perf_counter() - started
+
+
+def _engine_batched(url: str, pairs: int, value: bytes) -> float:
+    """Pairs per second of the engine alone, in batches as a busy server makes them: one
+    thread doing put_many, pop and complete_many of ENGINE_BATCH items at a time."""
+    from lanner.engines import open_engine
+    from lanner.kestrel.items import ITEM_KLASS, to_data
+    from lanner.records import NewJob
+
+    data = to_data(value)
+    done = 0
+    with open_engine(url) as engine:
+        started = time.perf_counter()
+        while done < pairs:
+            batch = min(ENGINE_BATCH, pairs - done)
+            engine.put_many(
+                [NewJob("bench-batched", f"b-{done + n}", ITEM_KLASS, data) for n in range(batch)]
+            )
+            jobs = engine.pop("bench-batched", "bench", batch)
+            engine.complete_many([job.jid for job in jobs], "bench", "bench-batched")
+            done += batch
+        return rate(done, time.perf_counter() - started)
 
 
 # -- one consumer blocked in gets -------------------------------------------------------------

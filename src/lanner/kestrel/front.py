@@ -206,7 +206,8 @@ class Front:
         reader's next request goes on while the completion joins the next batch. `close`
         waits for it; if the server dies first, the item comes back when its lock runs out
         (at-least-once, as for any item handed out)."""
-        completion = asyncio.ensure_future(self.complete(queue, jid))
+        self.open.pop(jid, None)
+        completion = self.reader(queue).completions.enqueue(jid)  # no task: one less step
         self._completing.add(completion)
         completion.add_done_callback(self._completed)
 

@@ -201,7 +201,7 @@ class Connection(asyncio.Protocol):
         self.front = server.front
         self.buffer = bytearray()
         self.requests: deque[Request] = deque()
-        self.arrived = asyncio.Event()
+        self.arrived: asyncio.Future[None] | None = None  # set while serve() waits for requests
         self.writable = asyncio.Event()
         self.writable.set()
         self.pending_set: Set | None = None  # a set whose data block is still arriving
@@ -230,7 +230,8 @@ class Connection(asyncio.Protocol):
             return
         self.buffer += data
         self.parse()
-        self.arrived.set()
+        if self.arrived is not None and not self.arrived.done():
+            self.arrived.set_result(None)
         if len(self.requests) >= PAUSE_READING_AT and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
@@ -313,8 +314,8 @@ class Connection(asyncio.Protocol):
                     if self.reading_paused:
                         self.reading_paused = False
                         self.transport.resume_reading()
-                    self.arrived.clear()
-                    await self.arrived.wait()
+                    self.arrived = asyncio.get_running_loop().create_future()
+                    await self.arrived
                 request = self.requests.popleft()
                 if isinstance(request, ProtocolError):
                     self.transport.write(request.reply)
