@@ -65,6 +65,11 @@ timeout (the engine's own `heartbeat` settings are bounded as delays are)."""
 MAX_OPEN_TRANSACTIONS: Final = 1_000
 """`lanner serve --max-open-transactions`: items one client holds open per queue."""
 
+MAX_CONNECTIONS: Final = 100_000
+"""`lanner serve --max-connections`, per process, and the connections of `lanner bench
+kestrel`. Each connection holds a file descriptor and a few KB; past this one process spends
+its time in its event loop's bookkeeping, and more processes (`--processes`) serve more."""
+
 # -- times and numbers the engines store --------------------------------------------------
 MAX_DELAY_SEC: Final = 315_576_000.0
 """A delay until a job is due (publish, release, retry, retry backoffs, a recurring job's

@@ -181,13 +181,33 @@ def test_stats_show_kestrels_keys_per_queue(server: Running) -> None:
     for key in ("items", "bytes", "total_items", "open_transactions", "age", "expired_items",
                 "discarded", "waiters"):  # fmt: skip
         assert f"queue_work_{key}" in stats
-    assert stats["queue_work_items"] == 2
+    assert stats["queue_work_items"] == 1  # the open item has left the queue, as in Kestrel
     assert stats["queue_work_open_transactions"] == 1
     assert stats["cmd_set"] == 2
     assert stats["get_hits"] == 1
     if Capability.LIMITS in server.engine.capabilities:
         assert stats["queue_work_total_items"] == 2
         assert stats["queue_work_bytes"] == len('"abc"') + len('"de"')
+
+
+def test_an_open_item_leaves_items_for_open_transactions_until_given_back(
+    server: Running,
+) -> None:
+    reader = server.client()
+    for value in (b"one", b"two"):
+        reader.set("work", value)
+
+    def counts() -> tuple[int, int]:
+        return server.stat("work", "items"), server.stat("work", "open_transactions")
+
+    assert counts() == (2, 0)
+    assert reader.get("work/open") == b"one"
+    assert counts() == (1, 1)
+    assert reader.get("work/abort") is None
+    until(lambda: counts() == (2, 0))
+    assert reader.get("work/open") == b"one"
+    assert reader.get("work/close") is None
+    until(lambda: counts() == (1, 0))
 
 
 def test_unknown_and_malformed_requests_get_memcache_errors(server: Running) -> None:

@@ -151,18 +151,24 @@ def test_sqlite_reports_no_requests_per_job() -> None:
 @pytest.mark.slow
 def test_bench_kestrel_json_smoke() -> None:
     result = CliRunner().invoke(
-        main, ["bench", "kestrel", "--items", "200", "--clients", "2", "--json"]
+        main, ["bench", "kestrel", "-n", "1", "-n", "30", "--pairs", "60", "--json"]
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert (report["items"], report["clients"], report["value_bytes"]) == (200, 2, 100)
-    for key in ("set_per_s", "get_per_s", "blocking_consumer_per_s"):
-        assert report[key] > 0, key
-    if shutil.which("memcached"):
-        assert report["memcached_set_per_s"] > 0
-        assert report["memcached_get_per_s"] > 0
-    else:
-        assert report["memcached_set_per_s"] is None
+    assert (report["rounds"], report["processes"], report["value_bytes"]) == (1, 1, 100)
+    rows = report["rows"]
+    assert [(row["connections"], row["pairs"]) for row in rows] == [(1, 60), (30, 150)]
+    assert all(row["lanner_per_s"] > 0 for row in rows)
+    assert report["peak_per_s"] == max(row["lanner_per_s"] for row in rows)
+    assert report["blocking_consumer_per_s"] > 0
+    assert report["engine_batched_per_s"] > 0
+    assert all(report["lone"][key] > 0 for key in ("set_ms", "get_ms", "engine_put_ms"))
+    for row in rows:
+        if shutil.which("memcached"):
+            assert row["memcached_per_s"] > 0
+            assert row["ratio"] == row["lanner_per_s"] / row["memcached_per_s"]
+        else:
+            assert row["memcached_per_s"] is None
 
 
 def test_bench_web_counts_engine_commands_per_page() -> None:

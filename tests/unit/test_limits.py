@@ -108,6 +108,9 @@ def test_a_server_holding_too_many_open_items_per_client_is_refused(app: App) ->
     assert KestrelServer(app.engine, max_open_transactions=limits.MAX_OPEN_TRANSACTIONS)
     with pytest.raises(ConfigError, match="max_open_transactions must be an int from 1 to 1000"):
         KestrelServer(app.engine, max_open_transactions=TOO_MANY)
+    assert KestrelServer(app.engine, max_connections=limits.MAX_CONNECTIONS)
+    with pytest.raises(ConfigError, match="max_connections must be an int from 1 to 100000"):
+        KestrelServer(app.engine, max_connections=limits.MAX_CONNECTIONS + 1)
 
 
 # -- the command line ---------------------------------------------------------------------
@@ -134,12 +137,14 @@ def parse(*args: str) -> click.Context:
         ("worker", "--shutdown-timeout", "1e9"),
         ("demo", "-c", "10000"),
         ("serve", "--max-open-transactions", str(TOO_MANY)),
+        ("serve", "--max-connections", str(limits.MAX_CONNECTIONS + 1)),
+        ("serve", "--processes", "257"),
         ("chaos", "-c", "10000"),
         ("chaos", "--batch-size", "100000"),
         ("chaos", "-n", str(TOO_MANY)),
         ("bench", "pool", "-c", "10000"),
         ("bench", "engine", "--batch", "100000"),
-        ("bench", "kestrel", "--clients", "10000"),
+        ("bench", "kestrel", "-n", str(limits.MAX_CONNECTIONS + 1)),
         ("simulate", "--jobs", "10000"),
     ],
     ids=" ".join,

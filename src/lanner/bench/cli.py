@@ -424,39 +424,65 @@ def io_results_view(result: IoBenchResult) -> Group:
 
 @bench.command("kestrel")
 @_store_url_option("Engine behind `lanner serve`")
-@click.option("--clients", type=BoundedInt(1, limits.MAX_PROCESSES), default=8, show_default=True,
-              help="Client processes, one connection each.")  # fmt: skip
-@click.option("--items", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=20000, show_default=True,
-              help="Items set, then got, in all.")  # fmt: skip
+@click.option("-n", "--connections", "connections", multiple=True,
+              type=BoundedInt(1, limits.MAX_CONNECTIONS), default=(1, 4, 16, 100, 1000),
+              show_default=True,
+              help="Connections doing set+get pairs at once; repeat for several runs.")  # fmt: skip
+@click.option("--pairs", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=4000,
+              show_default=True,
+              help="Set+get pairs per run, shared by its connections.")  # fmt: skip
+@click.option("--rounds", type=BoundedInt(1, 100), default=1, show_default=True,
+              help="Runs of each server at each number of connections, taking turns; "
+                   "the medians are shown.")  # fmt: skip
+@click.option("-p", "--processes", type=BoundedInt(1, limits.MAX_PROCESSES), default=1,
+              show_default=True, help="`lanner serve --processes`.")  # fmt: skip
 @click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True,
               help="Size of each item.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 def kestrel_command(
-    url: str | None, clients: int, items: int, value_bytes: int, as_json: bool
+    url: str | None,
+    connections: tuple[int, ...],
+    pairs: int,
+    rounds: int,
+    processes: int,
+    value_bytes: int,
+    as_json: bool,
 ) -> None:
-    """Measure `lanner serve`: set and get throughput of concurrent memcache clients, and
-    the item rate of one consumer with blocking gets; memcached beside it if installed."""
+    """Measure `lanner serve` beside memcached in the same run: set+get pairs per second of
+    N connections at once (each a set then a get, one request at a time), and the item rate
+    of one consumer with blocking gets."""
     from lanner.bench.kestrel import run_kestrel_benchmark
 
     result = measured(
-        lambda progress: run_kestrel_benchmark(url, clients, items, value_bytes, progress)
+        lambda progress: run_kestrel_benchmark(
+            url, connections, pairs, value_bytes, progress, rounds=rounds, processes=processes
+        )
     )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    table = Table(title=f"lanner serve benchmark, {result.items:,} items of {value_bytes} B")
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
-    rows = [
-        (f"lanner serve: set, {clients} clients", result.set_per_s),
-        (f"lanner serve: get, {clients} clients", result.get_per_s),
-        ("lanner serve: one consumer, get q/t=1000", result.blocking_consumer_per_s),
-        (f"memcached: set, {clients} clients", result.memcached_set_per_s),
-        (f"memcached: get, {clients} clients", result.memcached_get_per_s),
-    ]
-    for label, value in rows:
-        table.add_row(label, "not installed" if value is None else f"{value:,.0f} items/s")
-    Console().print(Group(table, _about(result.url, result.machine)))
+    served = f"{processes} process{'es' if processes > 1 else ''}"
+    table = Table(
+        title=f"lanner serve ({served}) beside memcached: set+get pairs of {value_bytes} B, "
+        f"medians of {rounds} round{'s' if rounds > 1 else ''}"
+    )
+    for column in ("connections", "lanner serve", "memcached", "ratio", "of peak"):
+        table.add_column(column, justify="right")
+    for row in result.rows:
+        ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
+        theirs = "not installed" if row.memcached_per_s is None else f"{row.memcached_per_s:,.0f}/s"
+        table.add_row(f"{row.connections:,}", f"{row.lanner_per_s:,.0f}/s", theirs, ratio,
+                      f"{row.lanner_per_s / result.peak_per_s:.0%}")  # fmt: skip
+    lone = result.lone
+    consumer = Text(
+        f"one client alone: set {lone.set_ms:.2f} ms, get {lone.get_ms:.2f} ms (medians); "
+        f"the engine's own put {lone.engine_put_ms:.2f} ms, pop {lone.engine_pop_ms:.2f} ms\n"
+        f"the engine alone, batches of 100 (put_many, pop, complete_many): "
+        f"{result.engine_batched_per_s:,.0f} pairs/s\n"
+        f"one consumer, get q/t=1000 while a producer sets: "
+        f"{result.blocking_consumer_per_s:,.0f} items/s"
+    )
+    Console().print(Group(table, consumer, _about(result.url, result.machine)))
 
 
 @bench.command("web")

@@ -5,13 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 
 import click
 
 from lanner.commands.bounded import BoundedInt
 from lanner.commands.common import connection_options, session
+from lanner.errors import ConfigError
 from lanner.kestrel import DEFAULT_PORT, KestrelServer
-from lanner.limits import MAX_OPEN_TRANSACTIONS
+from lanner.kestrel.processes import (
+    DEFAULT_MAX_CONNECTIONS,
+    new_event_loop,
+    raise_descriptor_limit,
+    require_descriptors,
+    reserve_port,
+    run_processes,
+)
+from lanner.limits import MAX_CONNECTIONS, MAX_OPEN_TRANSACTIONS, MAX_PROCESSES
 from lanner.queues import load_queue_config
 from lanner.worker.loop import configure_queues
 
@@ -28,6 +38,15 @@ from lanner.worker.loop import configure_queues
 @click.option("--max-open-transactions", type=BoundedInt(1, MAX_OPEN_TRANSACTIONS), default=1,
               show_default=True,
               help="Items one client may hold open per queue (get q/open) at once.")  # fmt: skip
+@click.option("-p", "--processes", type=BoundedInt(1, MAX_PROCESSES), default=1,
+              show_default=True,
+              help="Server processes sharing the port (SO_REUSEPORT): more cores for the "
+                   "protocol's work. Stats are each process's own.")  # fmt: skip
+@click.option("--max-connections", type=BoundedInt(1, MAX_CONNECTIONS),
+              default=DEFAULT_MAX_CONNECTIONS, show_default=True,
+              help="Connections one process takes at once; more are refused "
+                   "(SERVER_ERROR). Each needs an open file: the limit (ulimit -n) is raised "
+                   "to fit, up to its hard limit.")  # fmt: skip
 def serve(
     app_path: str | None,
     broker: str | None,
@@ -35,6 +54,8 @@ def serve(
     port: int,
     queues_file: str | None,
     max_open_transactions: int,
+    processes: int,
+    max_connections: int,
 ) -> None:
     """Serve the queues over Kestrel's memcache protocol (set q 0 0 N; get q/t=500/open).
 
@@ -46,14 +67,81 @@ def serve(
             "anyone who reaches this port can read and delete every queue",
             err=True,
         )
+    max_connections = _fit_connections(max_connections)
     with session(app_path, broker, create=True, serves=True) as app:
         if queues_file:
             configure_queues(app.engine, load_queue_config(queues_file))
-        server = KestrelServer(app.engine, host, port, max_open_transactions=max_open_transactions)
-        asyncio.run(_run(server))
+        if processes == 1:
+            server = KestrelServer(
+                app.engine,
+                host,
+                port,
+                max_open_transactions=max_open_transactions,
+                max_connections=max_connections,
+            )
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(_run(server))
+            return
+    try:
+        reserved = reserve_port(host, port)
+    except (OSError, ConfigError) as error:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {error}") from None
+    with reserved:
+        port = reserved.getsockname()[1]
+        click.echo(f"lanner serve: memcache protocol on {host}:{port}, {processes} processes; "
+                   "Ctrl-C stops", err=True)  # fmt: skip
+        options = (max_open_transactions, max_connections)
+        status = run_processes(processes, serve_one, (app_path, broker, host, port, options))
+    sys.exit(status)
 
 
-async def _run(server: KestrelServer) -> None:
+def _fit_connections(asked: int) -> int:
+    """`asked`, once the open-files limit fits it; a default that does not fit is lowered
+    to what does (said on stderr), one given is refused (a one-line error)."""
+    source = click.get_current_context().get_parameter_source("max_connections")
+    if source is not click.core.ParameterSource.DEFAULT:
+        try:
+            require_descriptors(asked)
+        except ConfigError as error:
+            raise click.ClickException(str(error)) from None
+        return asked
+    fits = raise_descriptor_limit(asked).connections
+    if fits >= asked:
+        return asked
+    if fits < 1:
+        raise click.ClickException(
+            "lanner serve: this process may open too few files to serve any connection: "
+            "raise the limit (ulimit -n)"
+        )
+    click.echo(f"lanner serve: the open-files limit (ulimit -n) fits {fits} connections per "
+               "process: more are refused", err=True)  # fmt: skip
+    return fits
+
+
+def serve_one(
+    app_path: str | None, broker: str | None, host: str, port: int, options: tuple[int, int]
+) -> None:
+    """One of the processes of `lanner serve --processes N` (started by spawn)."""
+    max_open_transactions, max_connections = options
+    raise_descriptor_limit(max_connections)
+    try:
+        with session(app_path, broker, create=True, serves=True) as app:
+            server = KestrelServer(
+                app.engine,
+                host,
+                port,
+                max_open_transactions=max_open_transactions,
+                max_connections=max_connections,
+                reuse_port=True,
+            )
+            with asyncio.Runner(loop_factory=new_event_loop) as runner:
+                runner.run(_run(server, quiet=True))
+    except click.ClickException as error:
+        error.show()
+        sys.exit(error.exit_code)
+
+
+async def _run(server: KestrelServer, *, quiet: bool = False) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):  # before listening: a client may signal
         loop.add_signal_handler(signum, lambda: loop.create_task(server.stop()))
@@ -62,7 +150,8 @@ async def _run(server: KestrelServer) -> None:
     except OSError as error:
         where = f"{server.host}:{server.port}"
         raise click.ClickException(f"cannot listen on {where}: {error}") from None
-    click.echo(f"lanner serve: memcache protocol on {server.host}:{server.port} "
-               f"({server.engine.name} engine); Ctrl-C stops", err=True)  # fmt: skip
+    if not quiet:
+        click.echo(f"lanner serve: memcache protocol on {server.host}:{server.port} "
+                   f"({server.engine.name} engine); Ctrl-C stops", err=True)  # fmt: skip
     with contextlib.suppress(asyncio.CancelledError):
         await server.serve_until_stopped()

@@ -41,13 +41,19 @@ class Batcher(Generic[T, R]):
         self._flushing = False
         self._draining: asyncio.Task[None] | None = None
 
-    async def submit(self, item: T) -> R:
+    def enqueue(self, item: T) -> asyncio.Future[R]:
+        """Add `item` to the next flush; its result comes in the future returned (nobody
+        needs to wait for it: a flush runs whether or not anyone does)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         self._pending.append((item, future))
         if not self._flushing:
             self._flushing = True
             self._draining = loop.create_task(self._drain(loop))
+        return future
+
+    async def submit(self, item: T) -> R:
+        future = self.enqueue(item)
         try:
             return await future
         except asyncio.CancelledError:

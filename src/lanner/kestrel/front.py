@@ -81,6 +81,7 @@ class Front:
         self._readers: dict[str, Reader] = {}
         self.open: dict[str, OpenItem] = {}  # every item held open by a reader, by jid
         self._giving_back: set[asyncio.Future[None]] = set()
+        self._completing: set[asyncio.Future[None]] = set()
 
     # -- putting --------------------------------------------------------------------------
     async def put(self, queue: str, value: bytes, expires_at: float | None) -> None:
@@ -200,6 +201,21 @@ class Front:
         self.open.pop(jid, None)
         await self.reader(queue).completions.submit(jid)
 
+    def complete_soon(self, queue: str, jid: str) -> None:
+        """Complete an item whose reply is written, without keeping its reader waiting: the
+        reader's next request goes on while the completion joins the next batch. `close`
+        waits for it; if the server dies first, the item comes back when its lock runs out
+        (at-least-once, as for any item handed out)."""
+        self.open.pop(jid, None)
+        completion = self.reader(queue).completions.enqueue(jid)  # no task: one less step
+        self._completing.add(completion)
+        completion.add_done_callback(self._completed)
+
+    def _completed(self, completion: asyncio.Future[None]) -> None:
+        self._completing.discard(completion)
+        if not completion.cancelled() and (error := completion.exception()) is not None:
+            logger.warning("could not complete an item read: %s", error)
+
     def _complete_batch(self, queue: str, jids: list[str]) -> list[None]:
         self.engine.complete_many(jids, self.worker, queue)
         return [None] * len(jids)
@@ -274,13 +290,14 @@ class Front:
         return (None, 0.0) if reader is None else (reader.last_read, reader.last_read_at)
 
     async def close(self) -> None:
-        """Wait for the pops under way (what they bring is given back), then the releases."""
+        """Wait for the pops under way (what they bring is given back), then the completions
+        and releases."""
         for reader in self._readers.values():
             for future, _ in reader.blocked:
                 _settle(future, None)
         await asyncio.gather(
             *(r.waiting for r in self._readers.values() if r.waiting), return_exceptions=True
         )
-        await asyncio.gather(*self._giving_back, return_exceptions=True)
+        await asyncio.gather(*self._completing, *self._giving_back, return_exceptions=True)
         self._blocking.shutdown(wait=True)
         self._executor.shutdown(wait=True)

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Coroutine
-from typing import Final
+from typing import Any, Final, cast
 
 from lanner._version import __version__
 from lanner.engine import Capability, Engine
@@ -25,8 +25,9 @@ from lanner.errors import ConfigError, LannerError
 from lanner.kestrel import protocol
 from lanner.kestrel.front import Front, logger
 from lanner.kestrel.items import from_data
+from lanner.kestrel.processes import DEFAULT_MAX_CONNECTIONS
 from lanner.kestrel.protocol import Command, Get, ProtocolError, QueueCommand, Set, Simple
-from lanner.limits import MAX_OPEN_TRANSACTIONS
+from lanner.limits import MAX_CONNECTIONS, MAX_OPEN_TRANSACTIONS
 from lanner.records import QueueCounts
 
 DEFAULT_PORT: Final = 22133
@@ -36,6 +37,7 @@ PAUSE_READING_AT: Final = 256
 """Requests parsed but not yet answered at which a connection stops reading (flow control)."""
 
 END: Final = b"END\r\n"
+TOO_MANY_CONNECTIONS: Final = b"SERVER_ERROR too many open connections\r\n"
 
 Request = tuple[Command, bytes] | ProtocolError
 
@@ -50,6 +52,8 @@ class KestrelServer:
         port: int = DEFAULT_PORT,
         *,
         max_open_transactions: int = 1,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        reuse_port: bool = False,
         worker: str | None = None,
     ) -> None:
         if (
@@ -61,10 +65,21 @@ class KestrelServer:
                 f"max_open_transactions must be an int from 1 to {MAX_OPEN_TRANSACTIONS}, "
                 f"not {max_open_transactions!r}"
             )
+        if (
+            isinstance(max_connections, bool)
+            or not isinstance(max_connections, int)
+            or not 1 <= max_connections <= MAX_CONNECTIONS
+        ):
+            raise ConfigError(
+                f"max_connections must be an int from 1 to {MAX_CONNECTIONS}, "
+                f"not {max_connections!r}"
+            )
         self.engine = engine
         self.host = host
         self.port = port
         self.max_open_transactions = max_open_transactions
+        self.max_connections = max_connections
+        self.reuse_port = reuse_port
         self.max_item_bytes = engine.max_data_bytes
         self.front = Front(engine, worker or f"kestrel@{socket.gethostname()}:{os.getpid()}")
         self.connections: set[Connection] = set()
@@ -80,8 +95,15 @@ class KestrelServer:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        # A listen queue as long as the connections taken: a thousand clients connecting at
+        # once would overflow asyncio's default (100), and a dropped SYN is retried 1 s later.
         self._server = await loop.create_server(
-            lambda: Connection(self), self.host, self.port, reuse_address=True
+            lambda: Connection(self),
+            self.host,
+            self.port,
+            reuse_address=True,
+            reuse_port=self.reuse_port or None,
+            backlog=self.max_connections,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._heartbeats = asyncio.get_running_loop().create_task(self.front.heartbeat_open())
@@ -121,6 +143,7 @@ class KestrelServer:
         now = time.time()
         counts = await self.front.call(self.engine.queues)
         shown: list[tuple[str, object]] = [
+            ("pid", os.getpid()),  # memcached's: which process of `--processes N` answered
             ("uptime", int(now - self.started)),
             ("time", int(now)),
             ("version", __version__),
@@ -131,7 +154,9 @@ class KestrelServer:
         known = {queue.name: queue for queue in counts}
         for name in sorted(known.keys() | self.front.queues_read()):
             queue = known.get(name) or QueueCounts(name, 0, 0, 0, 0, 0, 0, False)
-            held = queue.waiting + queue.scheduled + queue.running + queue.stalled
+            # Kestrel's count: an item handed out (running, locked by a reader) has left the
+            # queue and is an open transaction; a stalled one (its lock ran out) is back in it.
+            held = queue.waiting + queue.scheduled + queue.stalled
             usage = await self.front.call(self.engine.queue_usage, name) if limits else None
             last, read_at = self.front.last_read(name)
             shown += [
@@ -176,7 +201,7 @@ class Connection(asyncio.Protocol):
         self.front = server.front
         self.buffer = bytearray()
         self.requests: deque[Request] = deque()
-        self.arrived = asyncio.Event()
+        self.arrived: asyncio.Future[None] | None = None  # set while serve() waits for requests
         self.writable = asyncio.Event()
         self.writable.set()
         self.pending_set: Set | None = None  # a set whose data block is still arriving
@@ -189,8 +214,13 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio callbacks ----------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        self.transport = cast(asyncio.Transport, transport)
+        if len(self.server.connections) >= self.server.max_connections:
+            self.parsing = False
+            self.transport.write(TOO_MANY_CONNECTIONS)
+            self.transport.close()
+            return
         self.server.connections.add(self)
         self.server.counters["total_connections"] += 1
         self.task = asyncio.get_running_loop().create_task(self.serve())
@@ -200,7 +230,8 @@ class Connection(asyncio.Protocol):
             return
         self.buffer += data
         self.parse()
-        self.arrived.set()
+        if self.arrived is not None and not self.arrived.done():
+            self.arrived.set_result(None)
         if len(self.requests) >= PAUSE_READING_AT and not self.reading_paused:
             self.reading_paused = True
             self.transport.pause_reading()
@@ -283,8 +314,8 @@ class Connection(asyncio.Protocol):
                     if self.reading_paused:
                         self.reading_paused = False
                         self.transport.resume_reading()
-                    self.arrived.clear()
-                    await self.arrived.wait()
+                    self.arrived = asyncio.get_running_loop().create_future()
+                    await self.arrived
                 request = self.requests.popleft()
                 if isinstance(request, ProtocolError):
                     self.transport.write(request.reply)
@@ -368,7 +399,7 @@ class Connection(asyncio.Protocol):
             self.front.hold(job)
             return reply
         self.transport.write(reply)
-        await self.front.complete(queue, job.jid)
+        self.front.complete_soon(queue, job.jid)
         return None
 
     async def _close_open(self, queue: str, count: int) -> int:
@@ -437,9 +468,11 @@ class ServerThread:
     """A `KestrelServer` on an event loop of its own thread: to embed one in a program or a
     test. `with ServerThread(engine) as server:` serves on `server.port` until the end."""
 
-    def __init__(self, engine: Engine, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, engine: Engine, host: str = "127.0.0.1", port: int = 0, **options: Any
+    ) -> None:
         self._loop = asyncio.new_event_loop()
-        self.server = KestrelServer(engine, host, port)
+        self.server = KestrelServer(engine, host, port, **options)
         self._loop.run_until_complete(self.server.start())
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="lanner-kestrel", daemon=True
