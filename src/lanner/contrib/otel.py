@@ -29,6 +29,7 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, SpanKind, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -88,37 +89,46 @@ class Tracing(Instrument):
 
     @contextlib.contextmanager
     def running(self, run: Run) -> Iterator[None]:
+        # Spans by hand, not `start_as_current_span`: its layers of context managers cost
+        # a no-op job a tenth of its CPU (docs/benchmarks.md, "Tracing and error reports").
         job = run.job
-        attributes: dict[str, Any] = {
-            "messaging.system": SYSTEM,
-            "messaging.operation.type": "process",
-            "messaging.operation.name": "run",
-            "messaging.destination.name": job.queue,
-            "messaging.message.id": job.jid,
-            "lanner.task": run.task.name,
-            "lanner.attempt": job.retries - job.remaining + 1,
-        }
         parent = propagate.extract(run.headers) if run.headers else None
-        with self.tracer.start_as_current_span(
+        span = self.tracer.start_span(
             f"process {job.queue}",
-            context=parent,
+            parent,
             kind=SpanKind.CONSUMER,
-            attributes=attributes,
+            attributes={
+                "messaging.system": SYSTEM,
+                "messaging.operation.type": "process",
+                "messaging.destination.name": job.queue,
+                "messaging.message.id": job.jid,
+                "lanner.task": run.task.name,
+                "lanner.attempt": job.retries - job.remaining + 1,
+            },
             links=_previous_try(run),
             record_exception=False,  # the worker settles the task's error: recorded below
             set_status_on_exception=False,
-        ) as span:
-            # Kept in the job's history should this try fail: the next one links to it.
-            _PREVIOUS.inject(run.notes)
-            try:
-                yield
-            finally:
-                span.set_attribute("lanner.outcome", run.outcome or "unsettled")
-                if run.error is not None:
-                    error = run.error
-                    span.record_exception(error)
-                    span.set_attribute("error.type", _qualified(type(error)))
-                    span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}")
+        )
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        try:
+            if span.is_recording():
+                # Kept in the job's history should this try fail: the next links to it.
+                _PREVIOUS.inject(run.notes)
+            yield
+        finally:
+            otel_context.detach(token)
+            if span.is_recording():
+                _ended(span, run)
+            span.end()
+
+
+def _ended(span: trace.Span, run: Run) -> None:
+    span.set_attribute("lanner.outcome", run.outcome or "unsettled")
+    error = run.error
+    if error is not None:
+        span.record_exception(error)
+        span.set_attribute("error.type", _qualified(type(error)))
+        span.set_status(StatusCode.ERROR, f"{type(error).__name__}: {error}")
 
 
 def _previous_try(run: Run) -> list[Link]:
