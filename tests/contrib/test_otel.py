@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -139,16 +139,7 @@ def test_the_trace_reaches_what_the_task_does(app: lanner.App, spans: Spans) -> 
 
     fetch.delay()
     compute.delay()
-    queues = [QueueConfig("mixed", long_poll_time_sec=0.2)]
-    loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"), tasks_per_process=4)
-    thread = threading.Thread(target=loop.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while len(named(exporter, "process mixed")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    loop.stop()
-    thread.join(30)
-    loop.close()
+    run_many_at_once(app, "mixed", lambda: len(named(exporter, "process mixed")) == 2)
 
     runs = {span.context.span_id: span for span in named(exporter, "process mixed")}
     assert len(runs) == 2
@@ -156,6 +147,35 @@ def test_the_trace_reaches_what_the_task_does(app: lanner.App, spans: Spans) -> 
         [span] = named(exporter, inside)
         assert span.parent is not None
         assert span.parent.span_id in runs
+
+
+def test_a_retry_links_to_the_try_before_it_many_at_once(app: lanner.App, spans: Spans) -> None:
+    provider, exporter = spans
+    otel.instrument(app, provider)
+
+    @app.task(queue="flaky", max_retries=1)
+    async def flaky() -> None:
+        raise ValueError("down")
+
+    flaky.delay()
+    run_many_at_once(app, "flaky", lambda: len(named(exporter, "process flaky")) == 2)
+    first, second = named(exporter, "process flaky")
+    [link] = second.links
+    assert link.context.span_id == first.context.span_id
+
+
+def run_many_at_once(app: lanner.App, queue: str, done: Callable[[], bool]) -> None:
+    """The loop that runs many jobs at once, in a thread, until `done()`."""
+    queues = [QueueConfig(queue, long_poll_time_sec=0.2)]
+    loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"), tasks_per_process=4)
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    loop.stop()
+    thread.join(30)
+    loop.close()
 
 
 def test_an_app_not_instrumented_carries_nothing(app: lanner.App, spans: Spans) -> None:
