@@ -1,7 +1,7 @@
 """What tracing and error reports cost a worker: drain N no-op jobs with a 2-process pool,
 print jobs/s and the workers' CPU per job, with the app instrumented or not.
 
-Usage: python scripts/trace-overhead.py URL|sqlite N MODE [sync|async TASKS_PER_PROCESS]
+Usage: python scripts/trace-overhead.py URL|sqlite N MODE [pool|drain [sync|async [T]]]
 
 MODE:
     plain      no instrument (what every app pays: the hook's one test per run)
@@ -12,9 +12,12 @@ MODE:
     sentry     `lanner.contrib.sentry` with a client whose transport drops its envelopes
 
 The jobs are published beforehand; when the app is traced, one at a time, each the root
-of a trace of its own (as a request's would be), whose context its run continues. Worker
-CPU is read from /proc/<pid>/stat of the pool's children before they are stopped
-(docs/benchmarks.md, "Tracing and error reports").
+of a trace of its own (as a request's would be), whose context its run continues. `pool`
+(the default): a 2-process pool (`T` jobs at once per process) drains them, its workers'
+CPU read from /proc/<pid>/stat of its children before they are stopped. `drain`: this
+process drains them (`lanner.drain`, the same worker loop, no supervisor, no pipes), its
+CPU read around it, background threads (the span processor's) included: less noise on a
+busy machine (docs/benchmarks.md, "Tracing and error reports").
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from lanner.queues import QueueConfig
 from lanner.worker.pool import WorkerPool
 
 url, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-kind = sys.argv[4] if len(sys.argv) > 4 else "sync"
-per_process = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+runner = sys.argv[4] if len(sys.argv) > 4 else "pool"
+kind = sys.argv[5] if len(sys.argv) > 5 else "sync"
+per_process = int(sys.argv[6]) if len(sys.argv) > 6 else 1
 if url == "sqlite":
     url = "sqlite:///" + tempfile.mkdtemp() + "/trace.db"
 Q = [QueueConfig("ab", batch_size=100, visibility_timeout_sec=60, long_poll_time_sec=0.25)]
@@ -104,18 +108,33 @@ def cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-options = {"tasks_per_process": per_process} if per_process > 1 else {}
-pool = WorkerPool(app, concurrency=2, queues=Q, **options)
-pool.start()
-started = time.monotonic()
-engine = app.engine
-while True:
-    pool.supervise(0.02)
-    counts = engine.queue_counts("ab")
-    if counts.waiting == 0 and counts.running == 0:
-        break
-elapsed = time.monotonic() - started
-used = sum(cpu(pid) for pid in pool.children)
-pool.terminate(timeout=10)
+def in_pool() -> tuple[float, float]:
+    """Seconds to drain, and the children's CPU seconds."""
+    options = {"tasks_per_process": per_process} if per_process > 1 else {}
+    pool = WorkerPool(app, concurrency=2, queues=Q, **options)
+    pool.start()
+    started = time.monotonic()
+    engine = app.engine
+    while True:
+        pool.supervise(0.02)
+        counts = engine.queue_counts("ab")
+        if counts.waiting == 0 and counts.running == 0:
+            break
+    elapsed = time.monotonic() - started
+    used = sum(cpu(pid) for pid in pool.children)
+    pool.terminate(timeout=10)
+    return elapsed, used
+
+
+def in_process() -> tuple[float, float]:
+    """Seconds to drain, and this process's CPU seconds meanwhile."""
+    started, cpu_before = time.monotonic(), time.process_time()
+    ran = lanner.drain(app, queues=Q)
+    if ran != n:
+        raise SystemExit(f"{ran} jobs ran, not {n}")
+    return time.monotonic() - started, time.process_time() - cpu_before
+
+
+elapsed, used = in_pool() if runner == "pool" else in_process()
 rate, per_job = n / elapsed, used / n * 1e6
-print(f"{mode} {kind} t={per_process} {rate:.0f} jobs/s, worker cpu {per_job:.0f} us/job")
+print(f"{mode} {runner} {kind} t={per_process} {rate:.0f} jobs/s, cpu {per_job:.0f} us/job")
