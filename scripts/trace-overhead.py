@@ -17,7 +17,9 @@ of a trace of its own (as a request's would be), whose context its run continues
 CPU read from /proc/<pid>/stat of its children before they are stopped. `drain`: this
 process drains them (`lanner.drain`, the same worker loop, no supervisor, no pipes), its
 CPU read around it, background threads (the span processor's) included: less noise on a
-busy machine (docs/benchmarks.md, "Tracing and error reports").
+busy machine (docs/benchmarks.md, "Tracing and error reports"). `hook`: the instruments'
+contexts alone around nothing, for 100 popped jobs in turn (N runs, the best of 7
+rounds): what the integration itself adds to a run, without the rest of the loop.
 """
 
 from __future__ import annotations
@@ -135,6 +137,32 @@ def in_process() -> tuple[float, float]:
     return time.monotonic() - started, time.process_time() - cpu_before
 
 
+def hook_alone() -> float:
+    """The best CPU seconds of 7 rounds of N runs of the instruments' contexts alone."""
+    from lanner.instruments import Run, running
+    from lanner.worker.admission import admit
+
+    popped = []  # a hundred jobs, each of its own trace (sampled or not)
+    for job in app.engine.pop("ab", "bench", 100):
+        task_class, payload, _, _ = admit(job, app.engine.max_data_bytes, app)
+        popped.append((job, task_class, payload.headers or {}))
+
+    def runs() -> float:
+        before = time.process_time()
+        for i in range(n):
+            job, task_class, headers = popped[i % len(popped)]
+            with running(app, Run(job, task_class, headers)) as run:
+                run.outcome = "completed"
+        return time.process_time() - before
+
+    return min(runs() for _ in range(7))
+
+
+if runner == "hook":
+    if not app.instruments:
+        raise SystemExit("hook: a mode with an instrument")
+    print(f"{mode} hook {hook_alone() / n * 1e6:.1f} us/run")
+    raise SystemExit(0)
 elapsed, used = in_pool() if runner == "pool" else in_process()
 rate, per_job = n / elapsed, used / n * 1e6
 print(f"{mode} {runner} {kind} t={per_process} {rate:.0f} jobs/s, cpu {per_job:.0f} us/job")
