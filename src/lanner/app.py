@@ -9,6 +9,7 @@
     send_email.options(delay=60, priority=10, tags=["welcome"]).delay("b@example.com", "hi")
     app.publish_many([send_email.message("c@example.com", "x"), ...])   # one round trip
     await send_email.adelay("d@example.com", "hi")   # from async code: the loop goes on
+    app.instrument(instrument)          # tracing, error reports (`lanner.instruments`)
 
 Nothing connects at import time: the engine is opened on first use. A Kale-style task
 class without an `app` publishes through the App its module defines as `app`, if any, else
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar, overload
 
-from lanner import names
+from lanner import instruments, names
 from lanner.codec import Codec, JobIdentity, JSONCodec, Payload, SignedPickleCodec
 from lanner.engine import Capability, Engine
 from lanner.engines import open_engine, shown_url
@@ -93,6 +94,8 @@ class App:
         """Set before the engine is opened by a command that runs once (the command line's):
         a store that cannot be reached then fails it within seconds, where a worker or a
         publisher retries through a restart (`open_engine`'s `one_shot`)."""
+        self.instruments: tuple[instruments.Instrument, ...] = ()
+        """What sees this app's publishes and its workers' runs (`instrument`)."""
 
     def __repr__(self) -> str:
         return f"App(broker={shown_url(self.settings.broker)!r})"
@@ -159,6 +162,12 @@ class App:
     def close(self) -> None:
         if self._engine is not None:
             self._engine.close()
+
+    def instrument(self, instrument: instruments.Instrument) -> None:
+        """Let `instrument` see this app's publishes and the runs of its workers
+        (`lanner.instruments`); one of the same class already there is replaced."""
+        kept = tuple(i for i in self.instruments if type(i) is not type(instrument))
+        self.instruments = (*kept, instrument)
 
     # -- tasks ----------------------------------------------------------------------------
     @overload
@@ -239,7 +248,16 @@ class App:
 
     def publish_many(self, messages: Iterable[Message]) -> list[JobHandle]:
         """Publish many runs in one engine round trip (all or none); return their handles."""
-        prepared = [(message, self._new_job(message)) for message in messages]
+        if self.instruments:
+            messages = list(messages)
+            with instruments.publishing(self, messages):
+                return self._publish_many(messages, instruments.headers(self))
+        return self._publish_many(messages, None)
+
+    def _publish_many(
+        self, messages: Iterable[Message], headers: Mapping[str, str] | None
+    ) -> list[JobHandle]:
+        prepared = [(message, self._new_job(message, headers)) for message in messages]
         if self.eager:
             from lanner.eager import run_eagerly
 
@@ -261,13 +279,13 @@ class App:
         """The handle of a job published earlier (by this process or another)."""
         return JobHandle(names.label(jid, "jid"), self)
 
-    def _new_job(self, message: Message) -> NewJob:
+    def _new_job(self, message: Message, headers: Mapping[str, str] | None = None) -> NewJob:
         task, options = message.task, message.options
         queue = options.queue or task.queue or DEFAULT_QUEUE
         self._check_time_limit(task, queue)
         chosen = options.jid is not None or task._get_task_id.__func__ is not _random_id  # type: ignore[attr-defined]
         jid = options.jid or task._get_task_id(*message.args, **message.kwargs)
-        payload = Payload(message.args, message.kwargs, message.app_data)
+        payload = Payload(message.args, message.kwargs, message.app_data, headers)
         data = self.codec.encode(payload, JobIdentity(jid, task.name, queue))
         if len(data) > self.max_data_bytes:
             raise ChubbyTaskException(

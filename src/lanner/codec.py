@@ -5,6 +5,10 @@ A payload is a JSON object, the *envelope*:
     {"v": 1, "args": [...], "kwargs": {...}, "app_data": ...}            JSON (the default)
     {"v": 1, "codec": "pickle", "kid": "k1", "body": "<base64>", "sig": "<hex>"}
 
+Either may hold "headers" too, an object of strings that integrations carry beside the
+arguments (a trace's context: `lanner.instruments`); a worker that does not know them
+ignores them, and they are not signed: they are metadata, never arguments.
+
 JSON is the default and the only codec a worker accepts unless told otherwise. Pickle
 runs code when loaded, so it is an explicit opt-in that requires an HMAC key: the
 signature (HMAC-SHA256) covers the version, jid, task name, queue and body, is checked
@@ -33,6 +37,7 @@ from lanner.errors import (
     ResultError,
     ResultTooLarge,
 )
+from lanner.instruments import carried
 from lanner.values import utf8_size
 
 ENVELOPE_VERSION: Final = 1
@@ -43,6 +48,7 @@ class Payload:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     app_data: Any = None
+    headers: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,8 @@ class JSONCodec:
             "kwargs": dict(payload.kwargs),
             "app_data": payload.app_data,
         }
+        if payload.headers:
+            envelope["headers"] = dict(payload.headers)
         try:
             return json.dumps(envelope, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
@@ -108,6 +116,8 @@ class SignedPickleCodec:
             "body": body,
             "sig": self.sign(body, job),
         }
+        if payload.headers:
+            envelope["headers"] = dict(payload.headers)
         return json.dumps(envelope, separators=(",", ":"))
 
     def load(self, envelope: Mapping[str, Any], job: JobIdentity) -> Payload:
@@ -122,7 +132,7 @@ class SignedPickleCodec:
             args, kwargs, app_data = pickle.loads(base64.b64decode(body, validate=True))  # noqa: S301 - signature checked above
         except (binascii.Error, pickle.UnpicklingError, ValueError, TypeError) as error:
             raise DecodeError(f"signed payload does not unpickle: {error}") from None
-        return Payload(tuple(args), kwargs, app_data)
+        return Payload(tuple(args), kwargs, app_data, _headers(envelope))
 
 
 def encode_result(value: Any, task: str, limit: int) -> str:
@@ -164,7 +174,14 @@ def decode(data: str, job: JobIdentity, pickle_codec: SignedPickleCodec | None =
     args, kwargs = envelope.get("args", []), envelope.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise DecodeError("envelope args must be a list and kwargs an object")
-    return Payload(tuple(args), kwargs, envelope.get("app_data"))
+    return Payload(tuple(args), kwargs, envelope.get("app_data"), _headers(envelope))
+
+
+def _headers(envelope: Mapping[str, Any]) -> Mapping[str, str] | None:
+    """The envelope's headers, if it has any that are an object of strings (else none:
+    what integrations carry is never a reason to refuse a job)."""
+    found = envelope.get("headers")
+    return None if found is None else carried(found) or None
 
 
 def _explain(payload: Payload, job: JobIdentity) -> ArgumentError:

@@ -8,7 +8,8 @@ against the session's SQS server (moto's), on a queue prefix of its own. Example
 only the public API: `import lanner` / `from lanner import ...` (and Kale's `lanner.task`,
 `lanner.exceptions`, `lanner.worker`, `lanner.test_utils`, the simulator's
 `lanner.simulate`, the Kestrel server's `lanner.kestrel`, the dashboard's `lanner.web`,
-the Prometheus metrics' `lanner.metrics`, and the test helpers' `lanner.testing`).
+the Prometheus metrics' `lanner.metrics`, the test helpers' `lanner.testing`, and the
+integrations' `lanner.contrib.otel` and `lanner.contrib.sentry`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ _BLOCK = re.compile(r"^( *)```python\n(.*?)^\1```$", re.DOTALL | re.MULTILINE)
 _DEFAULT_REDIS = re.compile(r"redis://(?:localhost|127\.0\.0\.1)(?::6379)?(?:/\d+)?")
 _SQS = re.compile(r"sqs://[a-z0-9-]*(?:\?[^\s\"']*)?")
 # Public modules besides `lanner` itself: Kale's paths, the simulator's, the Kestrel server's,
-# the test helpers', the dashboard's and the metrics'.
+# the test helpers', the dashboard's, the metrics' and the integrations'.
 _PRIVATE_IMPORT = re.compile(
     r"^\s*(?:from|import)\s+lanner\."
     r"(?!task\b|exceptions\b|worker(?![\w.])|test_utils\b|simulate\b|kestrel(?![\w.])|testing\b"
-    r"|web(?![\w.])|metrics(?![\w.]))"
+    r"|web(?![\w.])|metrics(?![\w.])|contrib\.(?:otel|sentry)(?![\w.]))"
     r"[\w.]+",
     re.M,
 )
@@ -65,6 +66,7 @@ def test_the_docs_have_examples_to_run() -> None:
         "docs/engines/redis.md",
         "docs/engines/sqs.md",
         "docs/events.md",
+        "docs/integrations.md",
         "docs/kestrel.md",
         "docs/protocol.md",
         "docs/tasks.md",
@@ -134,3 +136,5 @@ def test_a_private_import_is_noticed() -> None:
     assert not _PRIVATE_IMPORT.search("from lanner.test_utils import MockTask")
     assert not _PRIVATE_IMPORT.search("from lanner.metrics import render")
     assert _PRIVATE_IMPORT.search("from lanner.metrics.pool import PoolMetrics")
+    assert not _PRIVATE_IMPORT.search("import lanner.contrib.otel")
+    assert _PRIVATE_IMPORT.search("from lanner.contrib.otel.x import y")

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from lanner import context
+from lanner import context, instruments
 from lanner.engine import Capability
 from lanner.errors import (
     JobCancelled,
@@ -53,6 +53,7 @@ from lanner.errors import (
     TaskFailed,
     TimeLimitExceeded,
 )
+from lanner.instruments import Run
 from lanner.job import Job, JobState
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
@@ -63,6 +64,7 @@ from lanner.worker.keeper import CHECK_EVERY_SEC
 from lanner.worker.loop import (
     BATCH_HOLD_SEC,
     COMPLETE_WITHIN_SEC,
+    Ended,
     Limits,
     WorkerLoop,
     configure_queues,
@@ -315,7 +317,12 @@ class ConcurrentLoop(WorkerLoop):
         if sync and not await self._take_thread(flight):
             return
         try:
-            await self._run_task(flight, task_class, payload, args, kwargs, sync)
+            if not self.app.instruments:
+                await self._run_task(flight, task_class, payload, args, kwargs, sync)
+                return
+            with instruments.running(self.app, Run(job, task_class, payload.headers or {})) as run:
+                ended = await self._run_task(flight, task_class, payload, args, kwargs, sync)
+                run.outcome, run.error = ended
         finally:
             if sync:
                 self._give_thread()
@@ -371,7 +378,7 @@ class ConcurrentLoop(WorkerLoop):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         sync: bool,
-    ) -> None:
+    ) -> Ended:
         job = flight.job
         task: Task | None = None
         started = time.monotonic()
@@ -382,7 +389,7 @@ class ConcurrentLoop(WorkerLoop):
                 delay = self.app.settings.retry_delay(deferrals)
                 await self._call(self._release, [job.jid], job.queue, "should_run_task() said no",
                                  delay)  # fmt: skip
-                return
+                return "", None
             limit = task.time_limit or 0.0
             deadline = time.time() + limit if limit > 0 else float("inf")
             self.reporter.started(job.jid, deadline, self._retry_delay(job))
@@ -405,7 +412,7 @@ class ConcurrentLoop(WorkerLoop):
             outcome: Outcome = await self._call(self._after_failure, task_class, task, job, error)
             self.processed += 1
             self.reporter.finished(job.jid, False, outcome, job.klass, time.monotonic() - started)
-            return
+            return outcome, error
         self.processed += 1
         self._learn(job.queue, time.monotonic() - started)
         jids, results = self._done.setdefault(job.queue, ([], {}))
@@ -413,6 +420,7 @@ class ConcurrentLoop(WorkerLoop):
         if result is not None:
             results[job.jid] = result
         self.reporter.finished(job.jid, True, "completed", job.klass, time.monotonic() - started)
+        return "completed", None
 
     async def _awaited(self, flight: InFlight, running: Any) -> Any:
         """Await an async task's coroutine; a stop cancels it where it awaits, and the

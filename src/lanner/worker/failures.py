@@ -23,6 +23,7 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lanner import instruments
 from lanner.codec import JobIdentity, decode
 from lanner.errors import DecodeError, LannerError, ResultError, exception_group
 from lanner.message import KaleMessage, settling
@@ -158,6 +159,7 @@ def settle_failure(
         fail(engine, worker, job, error.group, str(error))
         return SettledFailure(message, permanent=True)
     group = exception_group(error)
+    instruments.note_failure(engine, job.jid)
     message.bind(JobSettlement(engine, worker, job, group, details))
     with settling(message):
         try:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lanner import context
+from lanner import context, instruments
 from lanner.codec import encode_result
 from lanner.engine import Capability, Engine
 from lanner.errors import (
@@ -51,6 +51,7 @@ from lanner.errors import (
     TimeoutException,
     Unsupported,
 )
+from lanner.instruments import Run
 from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector, choose
@@ -88,6 +89,9 @@ of a batch is given back for an idle process to start now, and later batches of 
 shrink to what runs in this time."""
 
 _RUNTIME_WEIGHT = 0.3  # of the latest job in the running mean of a queue's run time
+
+Ended = tuple[Outcome, BaseException | None]
+"""How a run ended, and what its task raised (for the app's instruments)."""
 
 
 def worker_name() -> str:
@@ -427,7 +431,11 @@ class WorkerLoop:
                 self._release([job.jid], job.queue, "should_run_task() said no",
                               delay=self.app.settings.retry_delay(deferrals))  # fmt: skip
                 return
-            self._execute(queue, job, task, args, kwargs, batch)
+            if not self.app.instruments:
+                self._execute(queue, job, task, args, kwargs, batch)
+                return
+            with instruments.running(self.app, Run(job, task_class, payload.headers or {})) as run:
+                run.outcome, run.error = self._execute(queue, job, task, args, kwargs, batch)
         finally:
             context.reset(token)
 
@@ -453,7 +461,8 @@ class WorkerLoop:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         batch: Batch,
-    ) -> None:
+    ) -> Ended:
+        """Run the task; how it ended, and what it raised."""
         retry_delay = self._retry_delay(job)
         limit = task.time_limit
         deadline = float("inf") if limit is None else time.time() + limit
@@ -472,7 +481,7 @@ class WorkerLoop:
             outcome = self._after_failure(type(task), task, job, error)
             ran = time.monotonic() - started
             self.reporter.finished(job.jid, False, outcome, job.klass, ran)
-            return
+            return outcome, error
         finally:
             self._exit_if_forked()
             self._keeper.watch(None)
@@ -484,6 +493,7 @@ class WorkerLoop:
         # completion it already had, and takes the child's clean exit for a death.
         self.reporter.finished(job.jid, True, "completed", job.klass, ran)
         batch.ran(job.jid, result)
+        return "completed", None
 
     def _stop_task(self, jid: str, why: str) -> None:
         """The keeper's word that the running job is no longer this worker's: stop its task

@@ -45,7 +45,7 @@ from lanner.task import Task
 from lanner.worker import failures, interrupt
 from lanner.worker.batch import Batch
 from lanner.worker.child import STOP_SIGNALS
-from lanner.worker.loop import Limits, WorkerLoop
+from lanner.worker.loop import Ended, Limits, WorkerLoop
 from lanner.worker.processes import rss_mb
 from lanner.worker.reporter import NoReporter, Outcome
 
@@ -247,12 +247,12 @@ class _HookedLoop(WorkerLoop):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         batch: Batch,
-    ) -> None:
+    ) -> Ended:
         message = self._message(job)
         message.task_inst = task
         self.running, self.outcome.succeeded = message, None
         try:
-            super()._execute(queue, job, task, args, kwargs, batch)
+            ended = super()._execute(queue, job, task, args, kwargs, batch)
         finally:
             self.running = None
         if self.outcome.succeeded:
@@ -262,6 +262,7 @@ class _HookedLoop(WorkerLoop):
             # Stopped by a second signal, not by a fault of its own: back at once, as is.
             with contextlib.suppress(LannerError):
                 self.engine.release([job.jid], self.worker, job.queue)
+        return ended
 
     def _settle_failure(
         self, task_class: type[Task], task: Task | None, job: Job, error: BaseException
