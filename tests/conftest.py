@@ -266,19 +266,29 @@ def _redis_sentinel_binary() -> str:
 
 
 class SentinelSetup:
-    """A primary, its replica and three Sentinels watching them (quorum 2), on free loopback
-    ports. `down_after` (ms) is how long the primary must be silent to be declared down."""
+    """A primary, its replicas and three Sentinels watching them (quorum 2), on free
+    loopback ports. `down_after` (ms) is how long the primary must be silent to be declared
+    down."""
 
-    def __init__(self, directory: Path, down_after: int = 1000) -> None:
+    def __init__(self, directory: Path, down_after: int = 1000, replicas: int = 1) -> None:
         self.binary = _redis_sentinel_binary()
         self.directory = directory
         self.down_after = down_after
         # The replica's first sync is diskless and at once (Redis 7 waits 5 s by default).
         self.primary = RedisServer(directory / "primary", ["--repl-diskless-sync-delay", "0"])
-        self.replica = RedisServer(
-            directory / "replica",
-            ["--repl-diskless-sync-delay", "0", "--replicaof", "127.0.0.1", str(self.primary.port)],
-        )
+        self.replicas = [
+            RedisServer(
+                directory / f"replica-{index}",
+                [
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--replicaof",
+                    "127.0.0.1",
+                    str(self.primary.port),
+                ],
+            )
+            for index in range(replicas)
+        ]
         self.sentinel_ports = [_free_port() for _ in range(3)]
         self.sentinels: list[subprocess.Popen[bytes]] = []
 
@@ -291,8 +301,9 @@ class SentinelSetup:
         """Start every server, and return once the Sentinels know the replica and each
         other (a failover can then be agreed on)."""
         self.primary.start()
-        self.replica.start()
-        self._wait_for(self._replica_synced, "the replica to sync")
+        for replica in self.replicas:
+            replica.start()
+        self._wait_for(self._replicas_synced, "the replicas to sync")
         for index, port in enumerate(self.sentinel_ports):
             folder = self.directory / f"sentinel-{index}"
             folder.mkdir(parents=True, exist_ok=True)
@@ -330,7 +341,37 @@ class SentinelSetup:
         return None
 
     def server(self, port: int) -> RedisServer:
-        return self.primary if port == self.primary.port else self.replica
+        [found] = [one for one in (self.primary, *self.replicas) if one.port == port]
+        return found
+
+    def kill_primary(self) -> int:
+        """kill -9 the primary the Sentinels name (nothing flushed, nothing said): its port."""
+        port = self.primary_port()
+        assert port is not None, "no Sentinel names a primary"
+        process = self.server(port).process
+        assert process is not None, f"the primary on port {port} is not running"
+        process.kill()
+        process.wait()
+        self.server(port).process = None
+        return port
+
+    def wait_for_failover(self, old_port: int, timeout: float = 90.0) -> int:
+        """Wait until the Sentinels name a primary other than `old_port`, and it takes
+        writes: its port."""
+        import redis
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            port = self.primary_port()
+            if port is not None and port != old_port:
+                with (
+                    contextlib.suppress(redis.RedisError),
+                    redis.Redis(port=port, socket_timeout=2) as client,
+                ):
+                    if client.info("replication").get("role") == "master":
+                        return port
+            time.sleep(0.1)
+        raise RuntimeError(f"no failover from port {old_port} within {timeout:g} s")
 
     def flush(self) -> None:
         """Empty database 0 on the current primary (and so on its replica)."""
@@ -341,11 +382,14 @@ class SentinelSetup:
         with redis.Redis(port=port, socket_timeout=10) as client:
             client.flushdb()
 
-    def _replica_synced(self) -> bool:
+    def _replicas_synced(self) -> bool:
         import redis
 
-        with redis.Redis(port=self.replica.port, socket_timeout=2) as client:
-            return bool(client.info("replication").get("master_link_status") == "up")
+        for replica in self.replicas:
+            with redis.Redis(port=replica.port, socket_timeout=2) as client:
+                if client.info("replication").get("master_link_status") != "up":
+                    return False
+        return True
 
     def _sentinels_agree(self) -> bool:
         import redis
@@ -356,7 +400,8 @@ class SentinelSetup:
                     state = sentinel.sentinel_master(SENTINEL_PRIMARY)
             except redis.RedisError:
                 return False
-            if int(state["num-slaves"]) < 1 or int(state["num-other-sentinels"]) < 2:
+            known = int(state["num-slaves"]), int(state["num-other-sentinels"])
+            if known < (len(self.replicas), 2):
                 return False
         return True
 
@@ -385,7 +430,8 @@ class SentinelSetup:
                 process.kill()
                 process.wait()
         self.sentinels = []
-        self.replica.stop()
+        for replica in self.replicas:
+            replica.stop()
         self.primary.stop()
 
 
@@ -403,11 +449,12 @@ def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sentine
 
 @pytest.fixture
 def sentinel_factory(tmp_path: Path) -> Iterator[Callable[..., SentinelSetup]]:
-    """Start a Sentinel setup of one test's own (to fail over): `factory(down_after=ms)`."""
+    """Start a Sentinel setup of one test's own (to fail over):
+    `factory(down_after=ms, replicas=n)`."""
     setups: list[SentinelSetup] = []
 
-    def start(down_after: int = 1000) -> SentinelSetup:
-        setup = SentinelSetup(tmp_path / f"sentinel-{len(setups)}", down_after)
+    def start(down_after: int = 1000, replicas: int = 1) -> SentinelSetup:
+        setup = SentinelSetup(tmp_path / f"sentinel-{len(setups)}", down_after, replicas)
         setups.append(setup)
         setup.start()
         return setup
