@@ -14,6 +14,11 @@ Sentinel names a primary that is up, the connection fails (`MasterNotFoundError`
 connection error), and is tried again with backoff until the new primary is elected.
 A Sentinel that is down is skipped at once (one try, no backoff), so that a lookup never
 waits on it longer than `socket_connect_timeout`.
+
+One change to redis-py's connection (`PrimaryConnection`): redis-py (8.1) asks the
+Sentinels only when the pool hands out a connection; a command that lost its connection
+and is retried reconnects to the address it had, the dead primary's, until its retries
+run out. Every reconnection here asks the Sentinels first.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.connection import SSLConnection
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from lanner.errors import MalformedArgument
 
@@ -67,6 +73,30 @@ def parse_path(path: str, shown: str) -> tuple[str, int]:
     return name, int(db) if db else 0
 
 
+class PrimaryConnection(SentinelManagedConnection):
+    """A connection to the primary that asks the Sentinels where it is at every
+    (re)connection, those of a retried command included (see the module's docstring)."""
+
+    def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        if self._sock is None:
+            self.host, self.port = self.connection_pool.get_master_address()
+        super().connect_check_health(
+            check_health=check_health, retry_socket_connect=retry_socket_connect
+        )
+
+    def _connect_retry(self) -> None:
+        if self._sock is None:  # asks the Sentinels once, in connect_check_health
+            self.connect_check_health(
+                check_health=self.connection_pool.check_connection, retry_socket_connect=False
+            )
+
+
+class PrimarySSLConnection(PrimaryConnection, SSLConnection):
+    """`PrimaryConnection` over TLS."""
+
+
 def primary_client(
     sentinels: tuple[tuple[str, int], ...],
     primary: str,
@@ -88,7 +118,10 @@ def primary_client(
             **secure,
         },
     )
-    client: redis.Redis = asking.master_for(primary, **settings, **secure)  # type: ignore[no-untyped-call]
+    connection = PrimarySSLConnection if tls is not None else PrimaryConnection
+    client: redis.Redis = asking.master_for(  # type: ignore[no-untyped-call]
+        primary, connection_class=connection, **settings, **secure
+    )
     return client
 
 
