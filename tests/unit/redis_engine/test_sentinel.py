@@ -19,6 +19,8 @@ from lanner import EngineUnavailable, Job, MalformedArgument
 from lanner.engines.redis.connection import RedisAddress, RedisOptions, parse_url
 from lanner.engines.redis.engine import RedisEngine
 
+from .support import RedisServer
+
 
 class Sentinels(Protocol):
     """What tests/conftest.py's `SentinelSetup` gives."""
@@ -172,6 +174,27 @@ def test_wait_that_no_replica_confirms_is_engine_unavailable(redis_url: str) -> 
         assert job.queue == "q"
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize("lua", ["function", "script"])
+def test_a_primary_short_of_its_min_replicas_is_engine_unavailable(
+    redis_server_factory: Callable[..., RedisServer], lua: str
+) -> None:
+    # Redis' own guard against writing to a primary cut off from its replicas: loading
+    # the core as a function is refused at once, a script's first write inside it.
+    server = redis_server_factory("--min-replicas-to-write", "1")
+    opened: list[lanner.Engine] = []
+
+    def put_one() -> None:
+        opened.append(lanner.open_engine(f"{server.url}?lua={lua}"))
+        opened[0].put("q", "job-1", "k", "{}")
+
+    try:
+        with pytest.raises(EngineUnavailable, match="NOREPLICAS"):
+            put_one()
+    finally:
+        for engine in opened:
+            engine.close()
 
 
 # -- failovers ----------------------------------------------------------------------------

@@ -41,6 +41,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - depends on the inst
 from lanner.engines import shown_url
 from lanner.engines.redis import sentinel
 from lanner.engines.redis.caller import LUA_MODES, LuaMode
+from lanner.engines.redis.replies import UNAVAILABLE
 from lanner.engines.urloptions import options_from_query
 
 __all__ = [
@@ -373,6 +374,8 @@ def unreachable(address: RedisAddress) -> Iterator[None]:
     except InvalidResponse as error:
         raise EngineUnavailable(f"{address!r} does not answer as Redis does: {error}") from None
     except redis.ResponseError as error:
+        if str(error).startswith(UNAVAILABLE):  # e.g. loading the core at a NOREPLICAS
+            raise EngineUnavailable(f"{address!r} cannot serve it now: {error}") from None
         if "DB index" not in str(error):
             raise
         raise ConfigError(
