@@ -15,7 +15,7 @@ import pytest
 import redis
 
 import lanner
-from lanner import EngineUnavailable, Job, MalformedArgument
+from lanner import EngineUnavailable, Event, EventStream, Job, MalformedArgument
 from lanner.engines.redis.connection import RedisAddress, RedisOptions, parse_url
 from lanner.engines.redis.engine import RedisEngine
 
@@ -244,3 +244,21 @@ def test_a_blocked_pop_follows_a_failover(sentinel_factory: Callable[..., Sentin
         assert [job.jid for job in popped[0]] == ["job-1"]
     finally:
         engine.close()
+
+
+@pytest.mark.slow
+def test_events_follow_a_failover(sentinel_factory: Callable[..., Sentinels]) -> None:
+    setup = sentinel_factory()
+    with lanner.open_engine(f"{setup.url}?{PATIENT}") as engine, engine.events() as stream:
+        engine.put("q", "before", "k", "{}")
+        assert next_event(stream) == Event("put", jid="before", queue="q")
+        setup.wait_for_failover(setup.kill_primary())
+        assert next_event(stream, within=60) == Event("gap")
+        engine.put("q", "after", "k", "{}")
+        assert next_event(stream) == Event("put", jid="after", queue="q")
+
+
+def next_event(stream: EventStream, within: float = 10.0) -> Event:
+    event = stream.get(timeout=within)
+    assert event is not None, f"no event within {within} s"
+    return event
