@@ -9,6 +9,12 @@ server is a broken set-up, not an optional extra.
 `redis_server_factory` starts further private servers (with extra arguments such as
 `--requirepass`), each of which a test can stop, start and restart on the same port.
 
+`redis_sentinel` (session-scoped) is a primary, a replica and three `redis-sentinel`
+processes watching them, for tests that never fail it over (the conformance suite);
+`sentinel_factory` starts a setup of one test's own, whose primary the test may kill -9
+(`SentinelSetup.kill_primary`, then `wait_for_failover`). Without redis-sentinel those
+tests are skipped, or fail under CI.
+
 `sqs_url` (session-scoped) is `LANNER_SQS_URL` if set, else the sqs:// URL of moto's SQS
 server (`python -m moto.server`, a process of its own: the tests' pools fork, and a
 server thread must not be copied into them) on a free loopback port, with dummy AWS
