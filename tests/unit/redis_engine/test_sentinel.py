@@ -197,6 +197,19 @@ def test_a_primary_short_of_its_min_replicas_is_engine_unavailable(
             engine.close()
 
 
+def test_an_impatient_engine_waits_for_replicas_less_than_it_waits_for_a_reply(
+    sentinels: Sentinels,
+) -> None:
+    # The pool's supervisor reopens its engine with max_wait=0.5: a WAIT must fit in that.
+    with lanner.open_engine(sentinels.url + "?wait=1") as engine:
+        quick = engine.reopen(max_wait=0.5)
+        try:
+            assert isinstance(quick, RedisEngine)
+            assert quick.options.wait_timeout < quick.options.socket_timeout <= 0.5
+        finally:
+            quick.close()
+
+
 # -- failovers ----------------------------------------------------------------------------
 
 

@@ -322,12 +322,14 @@ def redis_client(
 
 def impatient(options: RedisOptions, max_wait: float) -> RedisOptions:
     """`options` for commands that give up after about `max_wait` seconds: one try, and no
-    longer a wait for a connection or a reply than that."""
+    longer a wait for a connection or a reply than that (a WAIT for replicas: half)."""
+    socket_timeout = min(options.socket_timeout, max_wait)
     return replace(
         options,
         retries=0,
         socket_connect_timeout=min(options.socket_connect_timeout, max_wait),
-        socket_timeout=min(options.socket_timeout, max_wait),
+        socket_timeout=socket_timeout,
+        wait_timeout=min(options.wait_timeout, socket_timeout / 2),
     )
 
 
