@@ -13,11 +13,13 @@ from typing import Any, Protocol
 
 import pytest
 import redis
+from redis.connection import SSLConnection
 
 import lanner
 from lanner import EngineUnavailable, Event, EventStream, Job, MalformedArgument
-from lanner.engines.redis.connection import RedisAddress, RedisOptions, parse_url
+from lanner.engines.redis.connection import RedisAddress, RedisOptions, parse_url, redis_client
 from lanner.engines.redis.engine import RedisEngine
+from lanner.engines.redis.sentinel import PrimarySSLConnection, close_sentinels
 
 from .support import RedisServer
 
@@ -110,6 +112,22 @@ def test_sentinel_url_defaults() -> None:
 def test_bad_sentinel_urls_are_rejected(url: str, says: str) -> None:
     with pytest.raises(MalformedArgument, match=says):
         lanner.open_engine(url)
+
+
+def test_rediss_sentinel_speaks_tls_to_the_sentinels_and_to_the_primary() -> None:
+    address, options = parse_url("rediss+sentinel://h1:26380/cache?ssl_ca_certs=/ca.pem")
+    client = redis_client(address, options, options.socket_timeout)
+    try:
+        pool = client.connection_pool
+        assert pool.connection_class is PrimarySSLConnection
+        assert pool.connection_kwargs["ssl_ca_certs"] == "/ca.pem"
+        assert pool.connection_kwargs["ssl_check_hostname"] is True
+        [asking] = pool.sentinel_manager.sentinels  # type: ignore[attr-defined]
+        assert issubclass(asking.connection_pool.connection_class, SSLConnection)
+        assert asking.connection_pool.connection_kwargs["ssl_ca_certs"] == "/ca.pem"
+    finally:
+        client.close()
+        close_sentinels(client)
 
 
 def test_a_bad_sentinel_url_does_not_show_the_password() -> None:
