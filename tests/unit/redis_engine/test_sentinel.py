@@ -7,8 +7,13 @@ over by kill -9 of its primary).
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
@@ -293,3 +298,89 @@ def next_event(stream: EventStream, within: float = 10.0) -> Event:
     event = stream.get(timeout=within)
     assert event is not None, f"no event within {within} s"
     return event
+
+
+# -- TLS ----------------------------------------------------------------------------------
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        message = f"{name} is not on PATH: the Sentinel TLS test needs it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " (CI installs it in .ci/run)")
+        pytest.skip(message)
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _certificates(folder: Path) -> dict[str, str]:
+    """A CA, and a server certificate it signed for 127.0.0.1 (openssl)."""
+    openssl = _tool("openssl")
+    files = {name: str(folder / name) for name in ("ca.crt", "ca.key", "server.crt", "server.key")}
+    csr, extensions = folder / "server.csr", folder / "san.cnf"
+    extensions.write_text("subjectAltName=IP:127.0.0.1\n")
+    quiet: dict[str, Any] = {"check": True, "capture_output": True}
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", "/CN=lanner-test-ca", "-keyout", files["ca.key"], "-out", files["ca.crt"]],
+        **quiet,
+    )  # fmt: skip
+    subprocess.run(
+        [openssl, "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+         "-keyout", files["server.key"], "-out", str(csr)],
+        **quiet,
+    )  # fmt: skip
+    subprocess.run(
+        [openssl, "x509", "-req", "-in", str(csr), "-CA", files["ca.crt"],
+         "-CAkey", files["ca.key"], "-CAcreateserial", "-days", "2",
+         "-extfile", str(extensions), "-out", files["server.crt"]],
+        **quiet,
+    )  # fmt: skip
+    return files
+
+
+def test_rediss_sentinel_against_servers_that_speak_tls_only(tmp_path: Path) -> None:
+    """A primary and a Sentinel that listen on TLS ports only (no plain port), the
+    certificate checked against a CA of the test's own and the address 127.0.0.1."""
+    files = _certificates(tmp_path)
+    tls = [
+        "--port", "0", "--tls-cert-file", files["server.crt"],
+        "--tls-key-file", files["server.key"], "--tls-ca-cert-file", files["ca.crt"],
+        "--tls-auth-clients", "no", "--tls-replication", "yes",
+    ]  # fmt: skip
+    primary_port, sentinel_port = _free_port(), _free_port()
+    config = tmp_path / "sentinel.conf"
+    config.write_text(
+        f"bind 127.0.0.1\ndir {tmp_path}\nsentinel monitor lanner 127.0.0.1 {primary_port} 1\n"
+    )
+    servers = [
+        subprocess.Popen(
+            [_tool("redis-server"), "--save", "", "--appendonly", "no", "--bind", "127.0.0.1",
+             "--dir", str(tmp_path), "--tls-port", str(primary_port), *tls],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [_tool("redis-sentinel"), str(config), "--tls-port", str(sentinel_port), *tls],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ),
+    ]  # fmt: skip
+    url = (
+        f"rediss+sentinel://127.0.0.1:{sentinel_port}/lanner"
+        f"?ssl_ca_certs={files['ca.crt']}&{PATIENT}"
+    )
+    try:
+        with lanner.open_engine(url) as engine:
+            engine.put("q", "job-1", "k", "{}")
+            [job] = engine.pop("q", "w", count=1)
+            assert engine.complete(job.jid, "w", "q") == "complete"
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=10)
