@@ -9,6 +9,12 @@ server is a broken set-up, not an optional extra.
 `redis_server_factory` starts further private servers (with extra arguments such as
 `--requirepass`), each of which a test can stop, start and restart on the same port.
 
+`redis_sentinel` (session-scoped) is a primary, a replica and three `redis-sentinel`
+processes watching them, for tests that never fail it over (the conformance suite);
+`sentinel_factory` starts a setup of one test's own, whose primary the test may kill -9
+(`SentinelSetup.kill_primary`, then `wait_for_failover`). Without redis-sentinel those
+tests are skipped, or fail under CI.
+
 `sqs_url` (session-scoped) is `LANNER_SQS_URL` if set, else the sqs:// URL of moto's SQS
 server (`python -m moto.server`, a process of its own: the tests' pools fork, and a
 server thread must not be copied into them) on a free loopback port, with dummy AWS
@@ -249,3 +255,216 @@ def sqs_denying_url(sqs_url: str, tmp_path_factory: pytest.TempPathFactory) -> I
 def sqs_fresh_url(sqs_url: str) -> str:
     """The session's SQS endpoint with a queue prefix of this test's own."""
     return f"{sqs_url}&prefix=t{uuid.uuid4().hex[:8]}-"
+
+
+# -- Redis Sentinel -----------------------------------------------------------------------
+SENTINEL_PRIMARY = "lanner"
+
+
+def _redis_sentinel_binary() -> str:
+    binary = shutil.which("redis-sentinel")
+    if binary is None:
+        message = "redis-sentinel is not on PATH: the Redis Sentinel tests need it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " (CI installs it in .ci/run)")
+        pytest.skip(message)
+    return binary
+
+
+class SentinelSetup:
+    """A primary, its replicas and three Sentinels watching them (quorum 2), on free
+    loopback ports. `down_after` (ms) is how long the primary must be silent to be declared
+    down."""
+
+    def __init__(self, directory: Path, down_after: int = 1000, replicas: int = 1) -> None:
+        self.binary = _redis_sentinel_binary()
+        self.directory = directory
+        self.down_after = down_after
+        # The replica's first sync is diskless and at once (Redis 7 waits 5 s by default).
+        self.primary = RedisServer(directory / "primary", ["--repl-diskless-sync-delay", "0"])
+        self.replicas = [
+            RedisServer(
+                directory / f"replica-{index}",
+                [
+                    "--repl-diskless-sync-delay",
+                    "0",
+                    "--replicaof",
+                    "127.0.0.1",
+                    str(self.primary.port),
+                ],
+            )
+            for index in range(replicas)
+        ]
+        self.sentinel_ports = [_free_port() for _ in range(3)]
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+
+    @property
+    def url(self) -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{SENTINEL_PRIMARY}/0"
+
+    def start(self) -> None:
+        """Start every server, and return once the Sentinels know the replica and each
+        other (a failover can then be agreed on)."""
+        self.primary.start()
+        for replica in self.replicas:
+            replica.start()
+        self._wait_for(self._replicas_synced, "the replicas to sync")
+        for index, port in enumerate(self.sentinel_ports):
+            folder = self.directory / f"sentinel-{index}"
+            folder.mkdir(parents=True, exist_ok=True)
+            config = folder / "sentinel.conf"  # rewritten by the Sentinel as it learns
+            config.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {folder}\nlogfile {folder / 'sentinel.log'}\n"
+                f"sentinel monitor {SENTINEL_PRIMARY} 127.0.0.1 {self.primary.port} 2\n"
+                f"sentinel down-after-milliseconds {SENTINEL_PRIMARY} {self.down_after}\n"
+                f"sentinel failover-timeout {SENTINEL_PRIMARY} {self.down_after * 5}\n"
+            )
+            self.sentinels.append(
+                subprocess.Popen(
+                    [self.binary, str(config)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        self._wait_for(self._sentinels_agree, "the Sentinels to know the replica and each other")
+
+    def primary_port(self) -> int | None:
+        """The port of the primary a Sentinel names now (None: none answers)."""
+        import redis
+
+        for port in self.sentinel_ports:
+            try:
+                with redis.Redis(port=port, socket_timeout=2) as sentinel:
+                    found = sentinel.execute_command(
+                        "SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_PRIMARY
+                    )
+            except redis.RedisError:
+                continue
+            if found:
+                return int(found[1])
+        return None
+
+    def server(self, port: int) -> RedisServer:
+        [found] = [one for one in (self.primary, *self.replicas) if one.port == port]
+        return found
+
+    def kill_primary(self) -> int:
+        """kill -9 the primary the Sentinels name (nothing flushed, nothing said): its port."""
+        port = self.primary_port()
+        assert port is not None, "no Sentinel names a primary"
+        process = self.server(port).process
+        assert process is not None, f"the primary on port {port} is not running"
+        process.kill()
+        process.wait()
+        self.server(port).process = None
+        return port
+
+    def wait_for_failover(self, old_port: int, timeout: float = 90.0) -> int:
+        """Wait until the Sentinels name a primary other than `old_port`, and it takes
+        writes: its port."""
+        import redis
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            port = self.primary_port()
+            if port is not None and port != old_port:
+                with (
+                    contextlib.suppress(redis.RedisError),
+                    redis.Redis(port=port, socket_timeout=2) as client,
+                ):
+                    if client.info("replication").get("role") == "master":
+                        return port
+            time.sleep(0.1)
+        raise RuntimeError(f"no failover from port {old_port} within {timeout:g} s")
+
+    def flush(self) -> None:
+        """Empty database 0 on the current primary (and so on its replica)."""
+        import redis
+
+        port = self.primary_port()
+        assert port is not None, "no Sentinel names a primary"
+        with redis.Redis(port=port, socket_timeout=10) as client:
+            client.flushdb()
+
+    def _replicas_synced(self) -> bool:
+        import redis
+
+        for replica in self.replicas:
+            with redis.Redis(port=replica.port, socket_timeout=2) as client:
+                if client.info("replication").get("master_link_status") != "up":
+                    return False
+        return True
+
+    def _sentinels_agree(self) -> bool:
+        import redis
+
+        for port in self.sentinel_ports:
+            try:
+                with redis.Redis(port=port, socket_timeout=2, decode_responses=True) as sentinel:
+                    state = sentinel.sentinel_master(SENTINEL_PRIMARY)
+            except redis.RedisError:
+                return False
+            known = int(state["num-slaves"]), int(state["num-other-sentinels"])
+            if known < (len(self.replicas), 2):
+                return False
+        return True
+
+    @staticmethod
+    def _wait_for(ready: Callable[[], bool], what: str) -> None:
+        import redis
+
+        deadline = time.monotonic() + START_TIMEOUT * 6
+        while True:
+            try:
+                if ready():
+                    return
+            except (redis.RedisError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"gave up waiting for {what}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        for process in self.sentinels:
+            process.terminate()
+        for process in self.sentinels:
+            try:
+                process.wait(timeout=START_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.sentinels = []
+        for replica in self.replicas:
+            replica.stop()
+        self.primary.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSetup]:
+    """A Sentinel setup for the session's tests that never fail it over (the conformance
+    suite): a primary is declared down only after 5 s of silence, not by a busy machine."""
+    setup = SentinelSetup(tmp_path_factory.mktemp("sentinel"), down_after=5000)
+    try:
+        setup.start()
+        yield setup
+    finally:
+        setup.stop()
+
+
+@pytest.fixture
+def sentinel_factory(tmp_path: Path) -> Iterator[Callable[..., SentinelSetup]]:
+    """Start a Sentinel setup of one test's own (to fail over):
+    `factory(down_after=ms, replicas=n)`."""
+    setups: list[SentinelSetup] = []
+
+    def start(down_after: int = 1000, replicas: int = 1) -> SentinelSetup:
+        setup = SentinelSetup(tmp_path / f"sentinel-{len(setups)}", down_after, replicas)
+        setups.append(setup)
+        setup.start()
+        return setup
+
+    yield start
+    for setup in setups:
+        setup.stop()

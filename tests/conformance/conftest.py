@@ -31,14 +31,25 @@ def _fresh_redis(request: pytest.FixtureRequest, tmp: Path) -> str:
     return url
 
 
+def _fresh_sentinel(request: pytest.FixtureRequest, tmp: Path) -> str:
+    """The session's Sentinel setup (tests/conftest.py), its primary's database emptied."""
+    setup = request.getfixturevalue("redis_sentinel")
+    setup.flush()
+    url: str = setup.url
+    return url
+
+
 # Engine name -> how to make the URL of a fresh, empty store for one test (given the test's
 # request, to reach a server fixture only when that engine is tested, and its tmp_path).
 # Redis runs twice: with its Lua core as a function library (the default on Redis 7) and
-# as a script (EVALSHA, as on Redis 6.2 and for qless's clients).
+# as a script (EVALSHA, as on Redis 6.2 and for qless's clients), and once more through
+# Sentinel (a primary found by its name, with a replica), waiting for the replica's copy
+# of every durable write (the `wait` option) so that what it adds runs too.
 STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
     "redis": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=function",
     "redis-script": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=script",
+    "redis-sentinel": lambda request, tmp: _fresh_sentinel(request, tmp) + "?wait=1",
     "sqs": lambda request, tmp: str(request.getfixturevalue("sqs_fresh_url")),
 }
 

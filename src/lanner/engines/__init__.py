@@ -4,6 +4,7 @@ sqlite:///relative/path.db        sqlite:////absolute/path.db
 sqlite:///jobs.db?synchronous=normal&busy_timeout=5&max_data_bytes=1048576
 redis://[user:password@]host[:port][/db]?socket_timeout=5    (needs lanner[redis])
 rediss://user:password@host:6380/0                           (TLS, certificates verified)
+redis+sentinel://host:26379,host2:26379/PRIMARY_NAME[/db]?wait=1  (the primary via Sentinel)
 sqs://eu-west-1?prefix=myapp-v42-&endpoint_url=http://127.0.0.1:9324      (needs lanner[sqs])
 """
 
@@ -38,7 +39,7 @@ def open_engine(url: str, *, max_wait: float | None = None, one_shot: bool = Fal
         if max_wait is not None:
             options = replace(options, busy_timeout=min(options.busy_timeout, max_wait))
         return SQLiteEngine(path, options)
-    if scheme in ("redis", "rediss"):
+    if scheme in ("redis", "rediss", "redis+sentinel", "rediss+sentinel"):
         # Imported only here: redis-py is an optional dependency (lanner[redis]).
         from lanner.engines.redis import connection as redis_connection
         from lanner.engines.redis.engine import RedisEngine
@@ -62,7 +63,7 @@ def open_engine(url: str, *, max_wait: float | None = None, one_shot: bool = Fal
         return SQSEngine(url, options=sqs_options)
     raise MalformedArgument(
         f"unknown broker URL scheme {scheme!r} in {shown_url(url)!r}; "
-        "known: sqlite, redis, rediss, sqs"
+        "known: sqlite, redis, rediss, redis+sentinel, rediss+sentinel, sqs"
     )
 
 

@@ -270,6 +270,9 @@ def test_a_server_that_does_not_speak_redis_is_engine_unavailable() -> None:
         "READONLY You can't write against a read only replica.",
         "OOM command not allowed when used memory > 'maxmemory'.",
         "LOADING Redis is loading the dataset in memory",
+        "NOREPLICAS Not enough good replicas to write.",
+        "Internal error in put: NOREPLICAS Not enough good replicas to write.",
+        "Internal error in lanner.complete_many: OOM command not allowed when used memory",
     ],
 )
 def test_replies_of_a_server_that_cannot_serve_now_are_engine_unavailable(reply: str) -> None:

@@ -9,7 +9,13 @@ using either way share queues.
 
 Redis forgets loaded scripts and functions when it restarts without persistence, and on
 ``SCRIPT FLUSH`` / ``FUNCTION FLUSH``. A reply saying so (`is_missing`) makes the engine
-load the core again and repeat the call.
+load the core again and repeat the call. A replica promoted by a failover has the library
+(``FUNCTION LOAD`` is replicated) but maybe not the script: the same reply loads it there.
+
+A durable call (the engine's `wait` option) is sent in one round trip with
+``WAIT <replicas> <timeout ms>`` behind it on the same connection: the reply comes once
+that many replicas have the call's writes. Redis replicates asynchronously, so without it a
+write the primary acknowledged can be lost by a failover before a replica had it.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from redis import Redis
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
 from lanner.engines.redis.script import build_library, build_script, library_name, script_sha
-from lanner.errors import LannerError
+from lanner.errors import EngineUnavailable, LannerError
 
 LuaMode = Literal["auto", "function", "script"]
 LUA_MODES: tuple[LuaMode, ...] = ("auto", "function", "script")
@@ -30,8 +36,14 @@ LUA_MODES: tuple[LuaMode, ...] = ("auto", "function", "script")
 class LuaCaller:
     """Calls the Lua core through one Redis client, as a function where it can."""
 
-    def __init__(self, client: Redis, mode: LuaMode) -> None:
+    def __init__(
+        self, client: Redis, mode: LuaMode, wait: int = 0, wait_timeout: float = 0.0
+    ) -> None:
+        """`wait`, `wait_timeout`: a durable call waits for that many replicas, at most
+        that many seconds (0: durable calls are as any other)."""
         self._client = client
+        self._wait = wait
+        self._wait_ms = max(1, round(wait_timeout * 1000))
         self._sha = script_sha()
         self._name = library_name()
         self.mode: Literal["function", "script"] = "script" if mode == "script" else "function"
@@ -64,10 +76,13 @@ class LuaCaller:
         if sha != self._sha:
             raise LannerError(f"Redis computed SHA {sha} for lanner's script, not {self._sha}")
 
-    def call(self, argv: Sequence[str]) -> Any:
-        """One command, loading the core again once if Redis lost it."""
+    def call(self, argv: Sequence[str], durable: bool = False) -> Any:
+        """One command, loading the core again once if Redis lost it; a `durable` one is
+        followed by WAIT if the engine waits for replicas."""
         for attempt in (1, 2):
             try:
+                if durable and self._wait:
+                    return self._call_and_wait(argv)
                 if self.mode == "function":
                     return self._client.fcall(self._name, 0, *argv)
                 return self._client.evalsha(self._sha, 0, *argv)
@@ -76,6 +91,28 @@ class LuaCaller:
                     raise
                 self.load()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _call_and_wait(self, argv: Sequence[str]) -> Any:
+        """The call and WAIT in one pipeline: WAIT counts the replicas that have every
+        write its connection made, so both must go down the same connection."""
+        pipe = self._client.pipeline(transaction=False)
+        if self.mode == "function":
+            pipe.fcall(self._name, 0, *argv)
+        else:
+            pipe.evalsha(self._sha, 0, *argv)
+        pipe.execute_command("WAIT", self._wait, self._wait_ms)  # type: ignore[no-untyped-call]
+        reply, replicas = pipe.execute(raise_on_error=False)
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(replicas, Exception):
+            raise replicas
+        if int(replicas) < self._wait:
+            raise EngineUnavailable(
+                f"{argv[0]}: done on the primary, but {replicas} of the {self._wait} replica(s) "
+                f"asked for (wait={self._wait}) confirmed it within {self._wait_ms} ms: "
+                "a failover now could lose it"
+            )
+        return reply
 
     @staticmethod
     def is_missing(reply: object) -> bool:

@@ -1,7 +1,9 @@
 """How the Redis engine reaches Redis: URLs, options, and redis-py clients that retry.
 
 URLs: `redis://[user:password@]host[:port][/db][?option=value&...]`; `rediss://` for TLS
-with certificate and host name verification. Options are `RedisOptions`' fields.
+with certificate and host name verification; `redis+sentinel://[user:password@]host:port
+[,host:port...]/primary_name[/db]` (and `rediss+sentinel://`) to find the primary through
+Sentinel (`sentinel.py`). Options are `RedisOptions`' fields.
 
 Clients retry a command with exponential backoff on connection errors and timeouts
 (reconnecting), and check idle connections (`health_check_interval`), so that a worker
@@ -18,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -37,7 +39,9 @@ except ModuleNotFoundError as missing:  # pragma: no cover - depends on the inst
     ) from None
 
 from lanner.engines import shown_url
+from lanner.engines.redis import sentinel
 from lanner.engines.redis.caller import LUA_MODES, LuaMode
+from lanner.engines.redis.replies import UNAVAILABLE
 from lanner.engines.urloptions import options_from_query
 
 __all__ = [
@@ -51,6 +55,7 @@ __all__ = [
 ]
 
 DEFAULT_PORT: Final = 6379
+SCHEMES: Final = ("redis", "rediss", *sentinel.SCHEMES)
 ONE_SHOT_RETRIES: Final = 2
 ONE_SHOT_CONNECT_SEC: Final = 2.0
 
@@ -139,6 +144,13 @@ class RedisOptions:
     lua                     how the Lua core is called: "function" (FCALL of a function
                             library, Redis 7+), "script" (EVALSHA, as qless does) or
                             "auto": a function where Redis allows it, else a script.
+    wait                    after each write whose loss in a failover would lose a job or
+                            run one again (put, complete, fail, cancel, recurring
+                            templates), WAIT until this many replicas have it (0: no WAIT).
+    wait_timeout            ... for at most this many seconds; fewer replicas by then is
+                            `EngineUnavailable` (the write is on the primary, unconfirmed).
+    sentinel_password       for redis+sentinel://: the Sentinels' own password, if they
+                            have one (the URL's user and password are the primary's).
     """
 
     max_data_bytes: int = 10 * 1024 * 1024
@@ -150,11 +162,17 @@ class RedisOptions:
     backoff_cap: float = 2.0
     ssl_ca_certs: str = ""
     lua: LuaMode = "auto"
+    wait: int = 0
+    wait_timeout: float = 5.0
+    sentinel_password: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if self.lua not in LUA_MODES:
             raise MalformedArgument(f"lua must be one of {', '.join(LUA_MODES)}, not {self.lua!r}")
-        for name in ("socket_timeout", "socket_connect_timeout", "backoff_base", "backoff_cap"):
+        for name in (
+            "socket_timeout", "socket_connect_timeout", "backoff_base", "backoff_cap",
+            "wait_timeout",
+        ):  # fmt: skip
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise MalformedArgument(f"{name} must be > 0 seconds, not {value}")
@@ -164,6 +182,13 @@ class RedisOptions:
             raise MalformedArgument("retries must be >= 0")
         if self.max_data_bytes < 2:
             raise MalformedArgument("max_data_bytes must be at least 2")
+        if self.wait < 0:
+            raise MalformedArgument("wait must be >= 0 replicas")
+        if self.wait and self.wait_timeout >= self.socket_timeout:
+            raise MalformedArgument(
+                f"wait_timeout ({self.wait_timeout:g} s) must be shorter than socket_timeout "
+                f"({self.socket_timeout:g} s), which would cut a WAIT short"
+            )
 
     @classmethod
     def from_query(cls, query: Mapping[str, str]) -> RedisOptions:
@@ -172,7 +197,8 @@ class RedisOptions:
 
 @dataclass(frozen=True, slots=True)
 class RedisAddress:
-    """Where the server is, parsed from a redis:// or rediss:// URL."""
+    """Where the server is, parsed from a Redis URL: a host and port, or for Sentinel the
+    Sentinels' hosts and ports and the name they know the primary by."""
 
     host: str
     port: int
@@ -180,20 +206,45 @@ class RedisAddress:
     username: str | None
     password: str | None
     tls: bool
+    sentinels: tuple[tuple[str, int], ...] = ()
+    primary: str = ""
 
     def __repr__(self) -> str:  # never show the password
         user = f"{self.username}@" if self.username else ""
         scheme = "rediss" if self.tls else "redis"
+        if self.sentinels:
+            hosts = ",".join(f"{host}:{port}" for host, port in self.sentinels)
+            return f"{scheme}+sentinel://{user}{hosts}/{self.primary}/{self.db}"
         return f"{scheme}://{user}{self.host}:{self.port}/{self.db}"
 
 
 def parse_url(url: str) -> tuple[RedisAddress, RedisOptions]:
-    """Split a redis:// or rediss:// URL into the server's address and lanner's options."""
+    """Split a Redis URL (redis://, rediss://, redis+sentinel://, rediss+sentinel://) into
+    the server's address and lanner's options."""
     if not isinstance(url, str):
         raise MalformedArgument(f"Redis URL must be a str, not {type(url).__name__}")
     parts = urlsplit(url)
-    if parts.scheme not in ("redis", "rediss"):
-        raise MalformedArgument(f"not a Redis URL (redis:// or rediss://): {shown_url(url)!r}")
+    if parts.scheme not in SCHEMES:
+        raise MalformedArgument(
+            f"not a Redis URL ({', '.join(s + '://' for s in SCHEMES)}): {shown_url(url)!r}"
+        )
+    if parts.fragment:
+        raise MalformedArgument(f"a Redis URL has no #fragment: {shown_url(url)!r}")
+    if parts.scheme in sentinel.SCHEMES:
+        address = _sentinel_address(url, parts.netloc, parts.path)
+    else:
+        address = _server_address(url)
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    options = RedisOptions.from_query(query)
+    if options.ssl_ca_certs and not address.tls:
+        raise MalformedArgument("ssl_ca_certs needs a rediss:// URL")
+    if options.sentinel_password and not address.sentinels:
+        raise MalformedArgument("sentinel_password needs a redis+sentinel:// URL")
+    return address, options
+
+
+def _server_address(url: str) -> RedisAddress:
+    parts = urlsplit(url)
     try:
         port = parts.port or DEFAULT_PORT
     except ValueError:
@@ -203,9 +254,7 @@ def parse_url(url: str) -> tuple[RedisAddress, RedisOptions]:
         raise MalformedArgument(
             f"bad database in Redis URL {shown_url(url)!r}: the path must be a number (/0)"
         )
-    if parts.fragment:
-        raise MalformedArgument(f"a Redis URL has no #fragment: {shown_url(url)!r}")
-    address = RedisAddress(
+    return RedisAddress(
         host=parts.hostname or "localhost",
         port=port,
         db=int(path) if path else 0,
@@ -213,50 +262,74 @@ def parse_url(url: str) -> tuple[RedisAddress, RedisOptions]:
         password=unquote(parts.password) if parts.password is not None else None,
         tls=parts.scheme == "rediss",
     )
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    options = RedisOptions.from_query(query)
-    if options.ssl_ca_certs and not address.tls:
-        raise MalformedArgument("ssl_ca_certs needs a rediss:// URL")
-    return address, options
+
+
+def _sentinel_address(url: str, netloc: str, path: str) -> RedisAddress:
+    userinfo, _, hosts = netloc.rpartition("@")
+    username, colon, password = userinfo.partition(":")
+    sentinels = sentinel.parse_hosts(hosts, shown_url(url))
+    primary, db = sentinel.parse_path(path, shown_url(url))
+    first_host, first_port = sentinels[0]
+    return RedisAddress(
+        host=first_host,
+        port=first_port,
+        db=db,
+        username=unquote(username) if username else None,
+        password=unquote(password) if colon else None,
+        tls=url.startswith("rediss+"),
+        sentinels=sentinels,
+        primary=primary,
+    )
 
 
 def redis_client(
     address: RedisAddress, options: RedisOptions, socket_timeout: float
 ) -> redis.Redis:
-    """A redis-py client as the engine uses one: timeouts, retries with backoff, TLS."""
-    return redis.Redis(
-        host=address.host,
-        port=address.port,
-        db=address.db,
-        username=address.username,
-        password=address.password,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=options.socket_connect_timeout,
-        socket_keepalive=True,
-        health_check_interval=options.health_check_interval,
-        retry=_Retry(
+    """A redis-py client as the engine uses one: timeouts, retries with backoff, TLS; for a
+    Sentinel address, one that asks the Sentinels for the primary at each new connection."""
+    settings: dict[str, Any] = {
+        "db": address.db,
+        "username": address.username,
+        "password": address.password,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": options.socket_connect_timeout,
+        "socket_keepalive": True,
+        "health_check_interval": options.health_check_interval,
+        "retry": _Retry(
             ExponentialBackoff(cap=options.backoff_cap, base=options.backoff_base),
             options.retries,
             repr(address),
         ),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
-        ssl=address.tls,
-        ssl_cert_reqs="required",
-        ssl_check_hostname=True,
-        ssl_ca_certs=options.ssl_ca_certs or None,
-        decode_responses=True,
-        client_name="lanner",
-    )
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+        "decode_responses": True,
+        "client_name": "lanner",
+    }
+    tls: dict[str, Any] = {
+        "ssl_cert_reqs": "required",
+        "ssl_check_hostname": True,
+        "ssl_ca_certs": options.ssl_ca_certs or None,
+    }
+    if address.sentinels:
+        return sentinel.primary_client(
+            address.sentinels,
+            address.primary,
+            settings,
+            tls if address.tls else None,
+            options.sentinel_password or None,
+        )
+    return redis.Redis(host=address.host, port=address.port, ssl=address.tls, **settings, **tls)
 
 
 def impatient(options: RedisOptions, max_wait: float) -> RedisOptions:
     """`options` for commands that give up after about `max_wait` seconds: one try, and no
-    longer a wait for a connection or a reply than that."""
+    longer a wait for a connection or a reply than that (a WAIT for replicas: half)."""
+    socket_timeout = min(options.socket_timeout, max_wait)
     return replace(
         options,
         retries=0,
         socket_connect_timeout=min(options.socket_connect_timeout, max_wait),
-        socket_timeout=min(options.socket_timeout, max_wait),
+        socket_timeout=socket_timeout,
+        wait_timeout=min(options.wait_timeout, socket_timeout / 2),
     )
 
 
@@ -303,6 +376,8 @@ def unreachable(address: RedisAddress) -> Iterator[None]:
     except InvalidResponse as error:
         raise EngineUnavailable(f"{address!r} does not answer as Redis does: {error}") from None
     except redis.ResponseError as error:
+        if str(error).startswith(UNAVAILABLE):  # e.g. loading the core at a NOREPLICAS
+            raise EngineUnavailable(f"{address!r} cannot serve it now: {error}") from None
         if "DB index" not in str(error):
             raise
         raise ConfigError(

@@ -28,7 +28,10 @@ a key directly (`ql:config`), to tell what was set from the core's qless default
 
 Connections (`connection.py`): redis-py's clients are thread-safe; commands use one
 connection pool, and a blocking `pop` waits with `BLPOP` on a second pool so that it never
-holds up other threads' commands. Both retry with backoff through a Redis restart.
+holds up other threads' commands. Both retry with backoff through a Redis restart, and,
+for a `redis+sentinel://` URL, through a failover (`sentinel.py`). With the `wait` option,
+the writes whose loss would lose a job or run one again (`durable=True` below) wait for
+replicas (`caller.py`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from lanner.engines.redis.connection import (
     unreachable,
 )
 from lanner.engines.redis.events import RedisEventStream
+from lanner.engines.redis.sentinel import close_sentinels
 from lanner.errors import JobNotFound
 from lanner.events import EventStream
 from lanner.job import Job
@@ -90,7 +94,9 @@ class RedisEngine(Engine):
         )
         try:
             with unreachable(self.address):
-                self._lua = LuaCaller(self._client, self.options.lua)
+                self._lua = LuaCaller(
+                    self._client, self.options.lua, self.options.wait, self.options.wait_timeout
+                )
         except BaseException:
             self.close()
             raise
@@ -107,20 +113,25 @@ class RedisEngine(Engine):
         return RedisEngine(self._url, options=options)
 
     def close(self) -> None:
-        self._client.close()
-        self._blocking.close()
-        self._client.connection_pool.disconnect()
-        self._blocking.connection_pool.disconnect()
+        for client in (self._client, self._blocking):
+            client.close()
+            client.connection_pool.disconnect()
+            close_sentinels(client)
 
     def _events(self, worker: str | None) -> EventStream:
         return RedisEventStream(self.address, self.options, worker)
 
     # -- talking to the core --------------------------------------------------------------
-    def _call(self, command: str, now: float, *args: Arg, name: str | None = None) -> Any:
-        """Run one command of the core; `name` is the lanner method named in errors."""
+    def _call(
+        self, command: str, now: float, *args: Arg, name: str | None = None, durable: bool = False
+    ) -> Any:
+        """Run one command of the core; `name` is the lanner method named in errors.
+        `durable`: a write whose loss in a failover would lose a job or run one again,
+        confirmed by replicas with the `wait` option."""
         try:
             with unreachable(self.address):
-                return self._lua.call([command, repr(now), *map(arguments.text, args)])
+                argv = [command, repr(now), *map(arguments.text, args)]
+                return self._lua.call(argv, durable)
         except ResponseError as error:
             raise replies.translate(name or command, str(error)) from None
 
@@ -153,11 +164,14 @@ class RedisEngine(Engine):
     def _put(self, command: str, checked: checks.Put) -> list[str]:
         if command == "put_many":
             payload = arguments.put_many(checked.jobs)
-            reply = self._call("lanner.put_many", checked.now, "", payload, name=command)
+            reply = self._call(
+                "lanner.put_many", checked.now, "", payload, name=command, durable=True
+            )
             return [str(jid) for jid in reply]
         # put and requeue: the core's own commands, which qless clients also call.
         [job] = checked.jobs
-        return [str(self._call(command, checked.now, *arguments.put(job, checked.worker)))]
+        args = arguments.put(job, checked.worker)
+        return [str(self._call(command, checked.now, *args, durable=True))]
 
     # -- taking work ----------------------------------------------------------------------
     def _pop(self, command: checks.Pop) -> list[Job]:
@@ -182,19 +196,20 @@ class RedisEngine(Engine):
 
     # -- finishing work -------------------------------------------------------------------
     def _complete(self, command: checks.Complete) -> str:
-        return str(self._call("complete", command.now, *arguments.complete(command)))
+        args = arguments.complete(command)
+        return str(self._call("complete", command.now, *args, durable=True))
 
     def _complete_many(self, command: checks.Settle) -> list[str]:
         if command.results:
             results = json.dumps(command.results, separators=(",", ":"))
             reply = self._call(
                 "lanner.complete_results", command.now, command.worker, command.queue, results,
-                *command.jids, name="complete_many",
+                *command.jids, name="complete_many", durable=True,
             )  # fmt: skip
             return [str(jid) for jid in replies.as_list(reply)]
         reply = self._call(
             "lanner.complete_many", command.now, command.worker, command.queue, *command.jids,
-            name="complete_many",
+            name="complete_many", durable=True,
         )  # fmt: skip
         return [str(jid) for jid in replies.as_list(reply)]
 
@@ -210,14 +225,14 @@ class RedisEngine(Engine):
         args = arguments.optional(
             command.jid, command.worker, command.group, command.message, command.data
         )
-        self._call("fail", command.now, *args)
+        self._call("fail", command.now, *args, durable=True)
 
     def _retry(self, command: checks.Retry) -> int:
         return int(self._call("retry", command.now, *arguments.retry(command)))
 
     # -- managing jobs --------------------------------------------------------------------
     def _cancel(self, command: checks.Jids) -> list[str]:
-        reply = self._call("lanner.cancel", command.now, *command.jids, name="cancel")
+        reply = self._call("lanner.cancel", command.now, *command.jids, name="cancel", durable=True)
         return [str(jid) for jid in replies.as_list(reply)]
 
     def _timeout(self, command: checks.Jids) -> None:
@@ -329,10 +344,10 @@ class RedisEngine(Engine):
 
     # -- recurring jobs -------------------------------------------------------------------
     def _recur(self, command: checks.Recur) -> None:
-        self._call("recur", command.now, *arguments.recur(command))
+        self._call("recur", command.now, *arguments.recur(command), durable=True)
 
     def _unrecur(self, jid: str, now: float) -> None:
-        self._call("unrecur", now, jid)
+        self._call("unrecur", now, jid, durable=True)
 
     def _recur_get(self, jid: str, now: float) -> RecurringJob | None:
         reply = self._call("recur.get", now, jid, name="recur_get")
@@ -340,7 +355,7 @@ class RedisEngine(Engine):
 
     def _recur_update(self, command: checks.RecurUpdate) -> None:
         args = arguments.recur_update(command)
-        self._call("recur.update", command.now, *args, name="recur_update")
+        self._call("recur.update", command.now, *args, name="recur_update", durable=True)
 
     def _recur_retag(self, command: checks.Retag, add: bool) -> list[str]:
         verb, name = ("recur.tag", "recur_tag") if add else ("recur.untag", "recur_untag")

@@ -28,6 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from lanner.engines.redis.connection import RedisAddress, RedisOptions, redis_client
+from lanner.engines.redis.sentinel import close_sentinels
 from lanner.errors import EngineUnavailable
 from lanner.events import GAP, PolledStream
 from lanner.records import NO_DETAILS, Event
@@ -157,3 +158,4 @@ class RedisEventStream(PolledStream):
         self._drop()
         self._client.close()
         self._client.connection_pool.disconnect()
+        close_sentinels(self._client)

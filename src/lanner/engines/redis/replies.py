@@ -49,14 +49,22 @@ _DEPENDED_ON: Final = re.compile(r"Job (.+) is a dependency of (.+), which is no
 _RUNNING: Final = re.compile(r"Job (.+) is running: (.*)")
 
 
-_UNAVAILABLE: Final = ("READONLY", "OOM", "MISCONF", "LOADING", "BUSY", "MASTERDOWN")
+UNAVAILABLE: Final = (
+    "READONLY", "OOM", "MISCONF", "LOADING", "BUSY", "MASTERDOWN", "NOREPLICAS",
+)  # fmt: skip
 """Error replies of a server that cannot serve writes now (a replica after failover, out
-of memory, failing to persist, loading, busy in a script): the store is away for now."""
+of memory, failing to persist, loading, busy in a script, fewer replicas than its
+min-replicas-to-write): the store is away for now."""
+
+
+_INTERNAL: Final = re.compile(r"Internal error in [\w.]+: (.*)", re.DOTALL)
+"""A Redis command that failed inside the core (which names the command it was running)."""
 
 
 def translate(command: str, message: str) -> LannerError:
     """The lanner error for an error reply of the script (wording: the script's header)."""
-    if message.startswith(_UNAVAILABLE):
+    inner = found.group(1) if (found := _INTERNAL.fullmatch(message)) else message
+    if inner.startswith(UNAVAILABLE):
         return EngineUnavailable(f"{command}(): Redis cannot serve it now: {message}")
     if message.startswith("Malformed"):
         return MalformedArgument(f"{command}(): {message}")
