@@ -5,6 +5,9 @@ A payload is a JSON object, the *envelope*:
     {"v": 1, "args": [...], "kwargs": {...}, "app_data": ...}            JSON (the default)
     {"v": 1, "codec": "pickle", "kid": "k1", "body": "<base64>", "sig": "<hex>"}
 
+A job of a workflow (`lanner.workflows`) also carries `"wf"`, a JSON object of lanner's
+own saying where its inputs come from, in either envelope (the pickle signature covers it).
+
 JSON is the default and the only codec a worker accepts unless told otherwise. Pickle
 runs code when loaded, so it is an explicit opt-in that requires an HMAC key: the
 signature (HMAC-SHA256) covers the version, jid, task name, queue and body, is checked
@@ -43,6 +46,7 @@ class Payload:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     app_data: Any = None
+    workflow: Mapping[str, Any] | None = None  # the envelope's "wf": lanner.workflows'
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class JSONCodec:
             "kwargs": dict(payload.kwargs),
             "app_data": payload.app_data,
         }
+        if payload.workflow is not None:
+            envelope["wf"] = payload.workflow
         try:
             return json.dumps(envelope, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
@@ -91,8 +97,9 @@ class SignedPickleCodec:
         self._key = key
         self.key_id = key_id
 
-    def sign(self, body: str, job: JobIdentity) -> str:
-        message = "\n".join((str(ENVELOPE_VERSION), job.jid, job.klass, job.queue, body))
+    def sign(self, body: str, job: JobIdentity, workflow: str | None = None) -> str:
+        parts = (str(ENVELOPE_VERSION), job.jid, job.klass, job.queue, body)
+        message = "\n".join(parts if workflow is None else (*parts, workflow))
         return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
 
     def encode(self, payload: Payload, job: JobIdentity) -> str:
@@ -101,13 +108,16 @@ class SignedPickleCodec:
         except Exception as error:
             raise ArgumentError(f"arguments of {job.klass} cannot be pickled: {error}") from None
         body = base64.b64encode(raw).decode("ascii")
-        envelope = {
+        workflow = _workflow_text(payload.workflow)
+        envelope: dict[str, Any] = {
             "v": ENVELOPE_VERSION,
             "codec": self.name,
             "kid": self.key_id,
             "body": body,
-            "sig": self.sign(body, job),
+            "sig": self.sign(body, job, workflow),
         }
+        if payload.workflow is not None:
+            envelope["wf"] = payload.workflow
         return json.dumps(envelope, separators=(",", ":"))
 
     def load(self, envelope: Mapping[str, Any], job: JobIdentity) -> Payload:
@@ -116,13 +126,21 @@ class SignedPickleCodec:
             raise BadSignature("signed payload without a body or signature")
         if envelope.get("kid") != self.key_id:
             raise BadSignature(f"payload signed with unknown key {envelope.get('kid')!r}")
-        if not hmac.compare_digest(sig, self.sign(body, job)):
+        workflow = envelope.get("wf")
+        if not hmac.compare_digest(sig, self.sign(body, job, _workflow_text(workflow))):
             raise BadSignature("payload signature does not match: not loaded")
         try:
             args, kwargs, app_data = pickle.loads(base64.b64decode(body, validate=True))  # noqa: S301 - signature checked above
         except (binascii.Error, pickle.UnpicklingError, ValueError, TypeError) as error:
             raise DecodeError(f"signed payload does not unpickle: {error}") from None
-        return Payload(tuple(args), kwargs, app_data)
+        return Payload(tuple(args), kwargs, app_data, workflow)
+
+
+def _workflow_text(workflow: Any) -> str | None:
+    """The workflow object as the signature covers it (None: the job has none)."""
+    if workflow is None:
+        return None
+    return json.dumps(workflow, separators=(",", ":"), sort_keys=True)
 
 
 def encode_result(value: Any, task: str, limit: int) -> str:
@@ -164,7 +182,10 @@ def decode(data: str, job: JobIdentity, pickle_codec: SignedPickleCodec | None =
     args, kwargs = envelope.get("args", []), envelope.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise DecodeError("envelope args must be a list and kwargs an object")
-    return Payload(tuple(args), kwargs, envelope.get("app_data"))
+    workflow = envelope.get("wf")
+    if workflow is not None and not isinstance(workflow, dict):
+        raise DecodeError("envelope wf must be an object")
+    return Payload(tuple(args), kwargs, envelope.get("app_data"), workflow)
 
 
 def _explain(payload: Payload, job: JobIdentity) -> ArgumentError:
