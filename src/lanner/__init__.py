@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from lanner.settings import Settings, load_settings
     from lanner.task import Task
     from lanner.worker.pool import PoolCounts, WorkerPool
+    from lanner.workflows import ParentFailed, Signature, WorkflowHandle, chain, chord, group
 
 _LAZY: dict[str, str] = {
     "App": "lanner.app",
@@ -112,6 +113,12 @@ _LAZY: dict[str, str] = {
     "drain": "lanner.operations",
     "list_jobs": "lanner.operations",
     "retry_failed": "lanner.operations",
+    "chain": "lanner.workflows",
+    "group": "lanner.workflows",
+    "chord": "lanner.workflows",
+    "Signature": "lanner.workflows",
+    "WorkflowHandle": "lanner.workflows",
+    "ParentFailed": "lanner.workflows",
 }
 """Public names loaded on first use, and the module each comes from."""
 
@@ -149,6 +156,7 @@ __all__ = [
     "LockLost",
     "MalformedArgument",
     "NewJob",
+    "ParentFailed",
     "PayloadTooLarge",
     "PoolCounts",
     "QueueConfig",
@@ -161,6 +169,7 @@ __all__ = [
     "ResultTooLarge",
     "SchemaError",
     "Settings",
+    "Signature",
     "SignedPickleCodec",
     "StoreMisconfigured",
     "Task",
@@ -174,9 +183,13 @@ __all__ = [
     "WorkerCounts",
     "WorkerJobs",
     "WorkerPool",
+    "WorkflowHandle",
     "__version__",
+    "chain",
+    "chord",
     "current_job",
     "drain",
+    "group",
     "list_jobs",
     "load_queue_config",
     "load_settings",

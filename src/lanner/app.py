@@ -261,13 +261,14 @@ class App:
         """The handle of a job published earlier (by this process or another)."""
         return JobHandle(names.label(jid, "jid"), self)
 
-    def _new_job(self, message: Message) -> NewJob:
+    def _new_job(self, message: Message, workflow: Mapping[str, Any] | None = None) -> NewJob:
+        """The job of `message`; `workflow`: its envelope's "wf" (`lanner.workflows.plan`)."""
         task, options = message.task, message.options
         queue = options.queue or task.queue or DEFAULT_QUEUE
         self._check_time_limit(task, queue)
         chosen = options.jid is not None or task._get_task_id.__func__ is not _random_id  # type: ignore[attr-defined]
         jid = options.jid or task._get_task_id(*message.args, **message.kwargs)
-        payload = Payload(message.args, message.kwargs, message.app_data)
+        payload = Payload(message.args, message.kwargs, message.app_data, workflow)
         data = self.codec.encode(payload, JobIdentity(jid, task.name, queue))
         if len(data) > self.max_data_bytes:
             raise ChubbyTaskException(

@@ -14,6 +14,8 @@ PUBLIC = {
     "App", "Task", "set_default_app", "JSONCodec", "SignedPickleCodec",
     # following a published job, and a running task's own job
     "JobHandle", "current_job",
+    # workflows: Celery's canvas on the engine's dependencies
+    "chain", "group", "chord", "Signature", "WorkflowHandle", "ParentFailed",
     # running them, and operations of several engine calls
     "WorkerPool", "PoolCounts", "drain", "retry_failed", "list_jobs",
     # configuration
