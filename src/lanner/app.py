@@ -293,7 +293,8 @@ class App:
             tags=options.tags,
             retries=retries,
             depends=options.depends,
-            if_exists=self._if_exists(chosen, options.unique),
+            # A workflow's jids are new (lanner.workflows.plan): nothing to keep or refuse.
+            if_exists=self._if_exists(chosen and workflow is None, options.unique),
         )
 
     def _if_exists(self, chosen_jid: bool, unique: bool) -> str:
