@@ -200,12 +200,15 @@ def test_publish_is_one_put_of_every_job(store: App) -> None:
 
 
 def test_async_publish_and_result(store: App) -> None:
-    async def main() -> Any:
-        handle = await lanner.chain(add.s(1, 1), adouble.s()).adelay()
-        await asyncio.to_thread(run_all, store)
+    async def publish() -> lanner.WorkflowHandle:
+        return await lanner.chain(add.s(1, 1), adouble.s()).adelay()
+
+    async def follow(handle: lanner.WorkflowHandle) -> Any:
         return await handle.aresult(timeout=10), await handle.astate()
 
-    assert asyncio.run(main()) == (4, JobState.COMPLETE)
+    handle = asyncio.run(publish())
+    run_all(store)
+    assert asyncio.run(follow(handle)) == (4, JobState.COMPLETE)
 
 
 def test_eager_mode_runs_the_workflow_at_once() -> None:
