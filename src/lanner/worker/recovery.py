@@ -25,6 +25,7 @@ jobs they still hold as a death's, at once, instead of when their locks run out.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,12 +88,22 @@ def _complete_finished(engine: Engine, worker: str, queue: str, jids: list[str])
     """Complete the jobs a dead process ran but had not completed; a workflow's step is
     given back instead (no retry spent), to run again: its result, which the next step
     reads, died with the process."""
-    steps = [job.jid for job in engine.multiget(jids) if WORKFLOW_MARK in job.data]
+    steps = [job.jid for job in engine.multiget(jids) if _is_workflow_step(job.data)]
     if steps:
         engine.release(steps, worker, queue)
         logger.info("gave back %d workflow step(s) %s ran but could not complete, to run "
                     "again for their results: %s", len(steps), worker, steps)  # fmt: skip
     engine.complete_many([jid for jid in jids if jid not in steps], worker, queue)
+
+
+def _is_workflow_step(data: str) -> bool:
+    if WORKFLOW_MARK not in data:  # most jobs: no JSON parse
+        return False
+    try:
+        envelope = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(envelope, dict) and isinstance(envelope.get("wf"), dict)
 
 
 def _settle_running(
