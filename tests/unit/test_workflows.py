@@ -245,3 +245,27 @@ def test_sqs_refuses_a_workflow_that_waits(sqs_fresh_url: str) -> None:
 
     with pytest.raises(Unsupported, match="dependencies"):
         lanner.chain(step.s(1), step.s()).delay()
+
+
+def test_a_handle_is_loaded_again_from_its_id(store: App) -> None:
+    published = lanner.chain(lanner.group(add.s(1, 1), add.s(2, 2)), tsum.s()).delay()
+    loaded = lanner.WorkflowHandle.load(published.id, store)
+    assert loaded.jids == published.jids
+    assert loaded.steps == published.steps
+    assert loaded.output == published.output
+    run_all(store)
+    assert loaded.result(timeout=10) == 6
+    with pytest.raises(lanner.JobNotFound):
+        lanner.WorkflowHandle.load("nope", store)
+
+
+def test_envelopes_name_the_workflows_jobs_by_number(store: App) -> None:
+    import json
+
+    handle = lanner.chord([add.s(i) for i in range(3)], tsum.s()).delay()
+    callback = store.engine.get(handle.jids[-1])
+    first = store.engine.get(handle.jids[0])
+    assert callback is not None
+    assert first is not None
+    assert json.loads(callback.data)["wf"]["in"] == [0, 1, 2]
+    assert json.loads(first.data)["wf"]["jobs"] == 4

@@ -15,15 +15,17 @@ stopped as `cancel` stops a job, and what completed stays.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from lanner import names
 from lanner.engine import Capability
-from lanner.errors import ChubbyTaskException, PayloadTooLarge, Unsupported
+from lanner.errors import ChubbyTaskException, JobNotFound, PayloadTooLarge, Unsupported
 from lanner.handle import JobHandle
 from lanner.job import Job, JobState
 from lanner.workflows import inputs
-from lanner.workflows.plan import Plan, Tree, flatten, plan
+from lanner.workflows.plan import Plan, Tree, expand, flatten, job_id, plan
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -49,6 +51,29 @@ class WorkflowHandle:
 
     def __repr__(self) -> str:
         return f"WorkflowHandle({self.id!r}, {len(self.steps)} jobs)"
+
+    @classmethod
+    def load(cls, workflow_id: str, app: App | None = None) -> WorkflowHandle:
+        """The handle of a workflow published earlier (by this process or another), from
+        its id (`handle.id`), through `app` (default: the default app). `JobNotFound` if
+        its first job is gone (cancelled, or past retention)."""
+        from lanner.app import default_app
+
+        app = app or default_app()
+        first = app.engine.get(job_id(names.label(workflow_id, "workflow id"), 0))
+        workflow = _envelope_workflow(first) if first is not None else None
+        if workflow is None or "jobs" not in workflow:
+            raise JobNotFound(job_id(workflow_id, 0), "WorkflowHandle.load")
+        jids = [job_id(workflow_id, n) for n in range(int(workflow["jobs"]))]
+        found = {job.jid: job for job in app.engine.multiget(jids)}
+        steps: dict[str, tuple[str, tuple[str, ...]]] = {}
+        for jid in jids:
+            job = found.get(jid)
+            step = _envelope_workflow(job) if job is not None else None
+            after = step.get("in", step.get("after", [])) if step is not None else []
+            klass = job.klass if job is not None else ""
+            steps[jid] = (klass, tuple(flatten(expand(workflow_id, after))))
+        return cls(workflow_id, app, expand(workflow_id, workflow["out"]), steps)
 
     @property
     def jids(self) -> list[str]:
@@ -156,6 +181,16 @@ def _run_eagerly(planned: Plan) -> WorkflowHandle:
     finally:
         inputs.eager_jobs.reset(token)
     return WorkflowHandle(planned.workflow_id, planned.app, planned.output, planned.steps, settled)
+
+
+def _envelope_workflow(job: Job) -> dict[str, Any] | None:
+    """The `wf` object of a job's envelope (JSON in both codecs' envelopes), or None."""
+    try:
+        envelope = json.loads(job.data)
+    except ValueError:
+        return None
+    found = envelope.get("wf") if isinstance(envelope, dict) else None
+    return found if isinstance(found, dict) else None
 
 
 def _resolve(tree: Tree, values: Mapping[str, Any]) -> Any:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lanner.job import DEPENDENCY_FAILED_GROUP, Job, JobState
 from lanner.worker.admission import Rejected
+from lanner.workflows.plan import Tree, expand, flatten
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -66,8 +67,8 @@ def settles_by_completing(data: str) -> bool:
 def leading_arguments(job: Job, workflow: Mapping[str, Any], app: App) -> tuple[Any, ...]:
     """What goes before the job's own arguments: `(input,)`, or `()` for a step that takes
     none; `Rejected` if a parent did not complete."""
-    tree = workflow.get("in")
-    parents = _jids(tree) if tree is not None else _jids(workflow.get("after", []))
+    tree = _tree(workflow, "in")
+    parents = flatten(tree) if tree is not None else flatten(_tree(workflow, "after") or [])
     if not parents:
         return () if tree is None else (_resolve(tree, {}),)
     include = workflow.get("failures") == "include"
@@ -114,13 +115,15 @@ def _value(job: Job, parent: Job | None, jid: str, include: bool) -> Any:
     return value
 
 
-def _jids(tree: object) -> list[str]:
-    """Every jid of an input tree, in order (a malformed one is `Rejected`)."""
-    if isinstance(tree, str):
-        return [tree]
-    if isinstance(tree, list):
-        return [jid for branch in tree for jid in _jids(branch)]
-    raise Rejected("lanner-undecodable", f"workflow input is a {type(tree).__name__}")
+def _tree(workflow: Mapping[str, Any], key: str) -> Tree | None:
+    """The envelope's tree at `key` as jids, None if absent (a malformed one is
+    `Rejected`)."""
+    if key not in workflow:
+        return None
+    try:
+        return expand(str(workflow.get("id")), workflow[key])
+    except ValueError as error:
+        raise Rejected("lanner-undecodable", f"workflow {key}: {error}") from None
 
 
 def _resolve(tree: Any, values: Mapping[str, Any]) -> Any:

@@ -9,12 +9,15 @@ the tree in its envelope (`"wf": {"in": ...}`, lanner.codec), and `CASCADE_TAG`:
 engine makes it ready in the command that completes its last parent, or fails it in the
 command that fails one (`lanner.workflows.inputs` reads the results when it runs).
 
-The envelope's `"wf"` object, all of it lanner's:
+A workflow's jobs are `<workflow id>-<n>`, n from 0 in put order. The envelope's `"wf"`
+object, all of it lanner's, names them by n alone:
 
     id        the workflow's id (the handle's)
     in        the input tree, when the step takes the previous result (absent: `.si()`,
-              or the first step)
-    after     with `in` absent: the jids it waits for (to tell a failed one by name)
+              or the first step), each leaf an n
+    after     with `in` absent: the n of the jobs it waits for (to tell a failed one)
+    jobs, out on job 0: how many jobs the workflow has, and its output tree
+              (`WorkflowHandle.load` rebuilds a handle from them)
     failures  `include` when the step is a chord callback that runs with its parents'
               failures (`lanner.workflows.canvas.FailurePolicy`)
     settle    `complete` on a parent of such a chord: failing for good, it completes with
@@ -64,10 +67,33 @@ def plan(canvas: Canvas) -> Plan:
         raise MalformedArgument("every task of a workflow must publish through the same App")
     result = Plan(uuid.uuid4().hex, signatures[0].app)
     result.output = _place(result, canvas, None)
+    first = result.messages[job_id(result.workflow_id, 0)][1]
+    first["jobs"], first["out"] = len(result.messages), compact(result.output)
     new_job = result.app._new_job
     result.jobs = [new_job(message, workflow) for message, workflow in result.messages.values()]
     result.messages.clear()
     return result
+
+
+def job_id(workflow_id: str, number: int) -> str:
+    """The jid of a workflow's job `number`."""
+    return f"{workflow_id}-{number}"
+
+
+def compact(tree: Tree) -> Any:
+    """`tree` with each jid as its job's number (what envelopes carry)."""
+    if isinstance(tree, str):
+        return int(tree.rpartition("-")[2])
+    return [compact(branch) for branch in tree]
+
+
+def expand(workflow_id: str, compacted: Any) -> Tree:
+    """A compacted tree back to jids; `ValueError` if it is not one."""
+    if isinstance(compacted, int) and not isinstance(compacted, bool) and compacted >= 0:
+        return job_id(workflow_id, compacted)
+    if isinstance(compacted, list):
+        return [expand(workflow_id, branch) for branch in compacted]
+    raise ValueError(f"not a workflow tree: {compacted!r}")
 
 
 def flatten(tree: Tree) -> list[str]:
@@ -103,15 +129,15 @@ def _place(into: Plan, node: Canvas, given: Tree | None, include: bool = False) 
 
 def _job(into: Plan, sig: Signature, given: Tree | None, include: bool) -> str:
     # `<workflow id>-<n>`: a job's jid names its workflow, and costs no random bytes
-    jid = f"{into.workflow_id}-{len(into.messages)}"
+    jid = job_id(into.workflow_id, len(into.messages))
     after = flatten(given) if given is not None else []
     workflow: dict[str, Any] = {"id": into.workflow_id}
     if include:
         workflow["failures"] = "include"
     if given is not None and not sig.immutable:
-        workflow["in"] = given
+        workflow["in"] = compact(given)
     elif after:
-        workflow["after"] = after
+        workflow["after"] = [compact(jid) for jid in after]
     tags = list(sig.options.tags or ())
     if after:
         tags.append(CASCADE_TAG)
