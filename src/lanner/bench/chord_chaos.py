@@ -78,6 +78,7 @@ def run_chord_chaos(
     parents: int,
     *,
     concurrency: int = 2,
+    tasks_per_process: int | None = None,
     kill_every: float = 1.0,
     work_ms: float = 5.0,
     deadline: float = 600.0,
@@ -105,7 +106,9 @@ def run_chord_chaos(
         app.engine.config_set("grace-period", 1)
         queue = QueueConfig("chords", batch_size=5, visibility_timeout_sec=5,
                             long_poll_time_sec=0.5)  # fmt: skip
-        pool = WorkerPool(app, concurrency=concurrency, queues=[queue])
+        pool = WorkerPool(
+            app, concurrency=concurrency, tasks_per_process=tasks_per_process, queues=[queue]
+        )
         pool.start()
         try:
             report.kills = _run_killing(pool, app, handles, kill_every, started + deadline)

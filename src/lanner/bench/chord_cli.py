@@ -60,6 +60,8 @@ def chord_command(url: str | None, parents: int, rounds: int, as_json: bool) -> 
 @click.option("--parents", type=click.IntRange(1, 10_000), default=50, show_default=True)
 @click.option("-c", "--concurrency", type=click.IntRange(1, 64), default=2, show_default=True,
               help="Worker processes.")  # fmt: skip
+@click.option("-t", "--tasks-per-process", type=click.IntRange(1, 10_000), default=None,
+              help="Jobs each process runs at once (default: one).")  # fmt: skip
 @click.option("--kill-every", type=click.FloatRange(0.1, 60), default=1.0, show_default=True,
               help="Seconds between two kill -9 of a worker process.")  # fmt: skip
 @click.option("--work-ms", type=click.FloatRange(0, 10_000), default=5.0, show_default=True,
@@ -71,6 +73,7 @@ def chord_chaos_command(
     chords: int,
     parents: int,
     concurrency: int,
+    tasks_per_process: int | None,
     kill_every: float,
     work_ms: float,
     deadline: float,
@@ -81,7 +84,8 @@ def chord_chaos_command(
 
     try:
         report = run_chord_chaos(
-            url, chords, parents, concurrency=concurrency, kill_every=kill_every,
+            url, chords, parents, concurrency=concurrency,
+            tasks_per_process=tasks_per_process, kill_every=kill_every,
             work_ms=work_ms, deadline=deadline,
         )  # fmt: skip
     except (BenchError, LannerError) as error:
