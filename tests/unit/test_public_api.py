@@ -22,7 +22,7 @@ PUBLIC = {
     "Settings", "load_settings", "QueueConfig", "load_queue_config",
     # the engine contract and its values
     "Engine", "open_engine", "Capability", "CONFIG_DEFAULTS", "DEFAULT_RETRIES", "ConfigValue",
-    "Job", "JobState", "Failure", "HistoryEvent", "NewJob", "JobPage", "QueueCounts",
+    "Job", "JobState", "Failure", "HistoryEvent", "NewJob", "JobPage", "JobOutcome", "QueueCounts",
     "QueueStats", "QueueUsage", "TimingStats", "RecurringJob", "WorkerCounts", "WorkerJobs",
     "Event", "EventStream",
     # the error tree (lanner.errors), Kale's names included

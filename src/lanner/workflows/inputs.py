@@ -1,7 +1,7 @@
 """A workflow step's inputs, read by the worker as the step's job is admitted to run.
 
 The engine made the job ready in the command that completed its last parent, so its
-parents are complete: their results are read in one `multiget` (kept with the jobs, as
+parents are complete: their results are read in one `outcomes` (kept with the jobs, as
 every result is), and put before the job's own arguments: one result for a step after a
 task, the list of results (nested as the groups are) after a group. A parent that is not
 complete (it failed and the job was put back by hand, or retention removed it) fails the
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from lanner.job import DEPENDENCY_FAILED_GROUP, Job, JobState
+from lanner.records import JobOutcome
 from lanner.worker.admission import Rejected
 from lanner.workflows.plan import Tree, expand, flatten
 
@@ -73,17 +74,18 @@ def leading_arguments(job: Job, workflow: Mapping[str, Any], app: App) -> tuple[
         return () if tree is None else (_resolve(tree, {}),)
     include = workflow.get("failures") == "include"
     settled = eager_jobs.get()
+    found: dict[str, Job | JobOutcome]
     if settled is not None:  # eager mode: the parents ran in this process, just now
         found = {jid: settled[jid] for jid in parents if jid in settled}
     else:
-        found = {parent.jid: parent for parent in app.engine.multiget(parents)}
+        found = {parent.jid: parent for parent in app.engine.outcomes(parents)}
     values: dict[str, Any] = {}
     for jid in parents:
         values[jid] = _value(job, found.get(jid), jid, include)
     return () if tree is None else (_resolve(tree, values),)
 
 
-def _value(job: Job, parent: Job | None, jid: str, include: bool) -> Any:
+def _value(job: Job, parent: Job | JobOutcome | None, jid: str, include: bool) -> Any:
     if parent is None:
         raise Rejected(
             DEPENDENCY_FAILED_GROUP,
