@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         DEFAULT_RETRIES,
         ConfigValue,
         Event,
+        JobOutcome,
         JobPage,
         NewJob,
         QueueCounts,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from lanner.settings import Settings, load_settings
     from lanner.task import Task
     from lanner.worker.pool import PoolCounts, WorkerPool
+    from lanner.workflows import ParentFailed, Signature, WorkflowHandle, chain, chord, group
 
 _LAZY: dict[str, str] = {
     "App": "lanner.app",
@@ -100,6 +102,7 @@ _LAZY: dict[str, str] = {
     "Event": "lanner.records",
     "EventStream": "lanner.events",
     "JobPage": "lanner.records",
+    "JobOutcome": "lanner.records",
     "QueueCounts": "lanner.records",
     "QueueStats": "lanner.records",
     "QueueUsage": "lanner.records",
@@ -112,6 +115,12 @@ _LAZY: dict[str, str] = {
     "drain": "lanner.operations",
     "list_jobs": "lanner.operations",
     "retry_failed": "lanner.operations",
+    "chain": "lanner.workflows",
+    "group": "lanner.workflows",
+    "chord": "lanner.workflows",
+    "Signature": "lanner.workflows",
+    "WorkflowHandle": "lanner.workflows",
+    "ParentFailed": "lanner.workflows",
 }
 """Public names loaded on first use, and the module each comes from."""
 
@@ -143,12 +152,14 @@ __all__ = [
     "JobCancelled",
     "JobHandle",
     "JobNotFound",
+    "JobOutcome",
     "JobPage",
     "JobState",
     "LannerError",
     "LockLost",
     "MalformedArgument",
     "NewJob",
+    "ParentFailed",
     "PayloadTooLarge",
     "PoolCounts",
     "QueueConfig",
@@ -161,6 +172,7 @@ __all__ = [
     "ResultTooLarge",
     "SchemaError",
     "Settings",
+    "Signature",
     "SignedPickleCodec",
     "StoreMisconfigured",
     "Task",
@@ -174,9 +186,13 @@ __all__ = [
     "WorkerCounts",
     "WorkerJobs",
     "WorkerPool",
+    "WorkflowHandle",
     "__version__",
+    "chain",
+    "chord",
     "current_job",
     "drain",
+    "group",
     "list_jobs",
     "load_queue_config",
     "load_settings",

@@ -279,13 +279,20 @@ class App:
         """The handle of a job published earlier (by this process or another)."""
         return JobHandle(names.label(jid, "jid"), self)
 
-    def _new_job(self, message: Message, headers: Mapping[str, str] | None = None) -> NewJob:
+    def _new_job(
+        self,
+        message: Message,
+        headers: Mapping[str, str] | None = None,
+        workflow: Mapping[str, Any] | None = None,
+    ) -> NewJob:
+        """The job of `message`; `headers`: what integrations carry (`lanner.instruments`);
+        `workflow`: its envelope's "wf" (`lanner.workflows.plan`)."""
         task, options = message.task, message.options
         queue = options.queue or task.queue or DEFAULT_QUEUE
         self._check_time_limit(task, queue)
         chosen = options.jid is not None or task._get_task_id.__func__ is not _random_id  # type: ignore[attr-defined]
         jid = options.jid or task._get_task_id(*message.args, **message.kwargs)
-        payload = Payload(message.args, message.kwargs, message.app_data, headers)
+        payload = Payload(message.args, message.kwargs, message.app_data, headers, workflow)
         data = self.codec.encode(payload, JobIdentity(jid, task.name, queue))
         if len(data) > self.max_data_bytes:
             raise ChubbyTaskException(
@@ -310,7 +317,8 @@ class App:
             tags=options.tags,
             retries=retries,
             depends=options.depends,
-            if_exists=self._if_exists(chosen, options.unique),
+            # A workflow's jids are new (lanner.workflows.plan): nothing to keep or refuse.
+            if_exists=self._if_exists(chosen and workflow is None, options.unique),
         )
 
     def _if_exists(self, chosen_jid: bool, unique: bool) -> str:

@@ -8,6 +8,8 @@ A payload is a JSON object, the *envelope*:
 Either may hold "headers" too, an object of strings that integrations carry beside the
 arguments (a trace's context: `lanner.instruments`); a worker that does not know them
 ignores them, and they are not signed: they are metadata, never arguments.
+A job of a workflow (`lanner.workflows`) also carries `"wf"`, a JSON object of lanner's
+own saying where its inputs come from, in either envelope (the pickle signature covers it).
 
 JSON is the default and the only codec a worker accepts unless told otherwise. Pickle
 runs code when loaded, so it is an explicit opt-in that requires an HMAC key: the
@@ -49,6 +51,7 @@ class Payload:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     app_data: Any = None
     headers: Mapping[str, str] | None = None
+    workflow: Mapping[str, Any] | None = None  # the envelope's "wf": lanner.workflows'
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class JSONCodec:
         }
         if payload.headers:
             envelope["headers"] = dict(payload.headers)
+        if payload.workflow is not None:
+            envelope["wf"] = payload.workflow
         try:
             return json.dumps(envelope, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError):
@@ -99,8 +104,9 @@ class SignedPickleCodec:
         self._key = key
         self.key_id = key_id
 
-    def sign(self, body: str, job: JobIdentity) -> str:
-        message = "\n".join((str(ENVELOPE_VERSION), job.jid, job.klass, job.queue, body))
+    def sign(self, body: str, job: JobIdentity, workflow: str | None = None) -> str:
+        parts = (str(ENVELOPE_VERSION), job.jid, job.klass, job.queue, body)
+        message = "\n".join(parts if workflow is None else (*parts, workflow))
         return hmac.new(self._key, message.encode(), hashlib.sha256).hexdigest()
 
     def encode(self, payload: Payload, job: JobIdentity) -> str:
@@ -109,15 +115,18 @@ class SignedPickleCodec:
         except Exception as error:
             raise ArgumentError(f"arguments of {job.klass} cannot be pickled: {error}") from None
         body = base64.b64encode(raw).decode("ascii")
-        envelope = {
+        workflow = _workflow_text(payload.workflow)
+        envelope: dict[str, Any] = {
             "v": ENVELOPE_VERSION,
             "codec": self.name,
             "kid": self.key_id,
             "body": body,
-            "sig": self.sign(body, job),
+            "sig": self.sign(body, job, workflow),
         }
         if payload.headers:
             envelope["headers"] = dict(payload.headers)
+        if payload.workflow is not None:
+            envelope["wf"] = payload.workflow
         return json.dumps(envelope, separators=(",", ":"))
 
     def load(self, envelope: Mapping[str, Any], job: JobIdentity) -> Payload:
@@ -126,13 +135,21 @@ class SignedPickleCodec:
             raise BadSignature("signed payload without a body or signature")
         if envelope.get("kid") != self.key_id:
             raise BadSignature(f"payload signed with unknown key {envelope.get('kid')!r}")
-        if not hmac.compare_digest(sig, self.sign(body, job)):
+        workflow = envelope.get("wf")
+        if not hmac.compare_digest(sig, self.sign(body, job, _workflow_text(workflow))):
             raise BadSignature("payload signature does not match: not loaded")
         try:
             args, kwargs, app_data = pickle.loads(base64.b64decode(body, validate=True))  # noqa: S301 - signature checked above
         except (binascii.Error, pickle.UnpicklingError, ValueError, TypeError) as error:
             raise DecodeError(f"signed payload does not unpickle: {error}") from None
-        return Payload(tuple(args), kwargs, app_data, _headers(envelope))
+        return Payload(tuple(args), kwargs, app_data, _headers(envelope), workflow)
+
+
+def _workflow_text(workflow: Any) -> str | None:
+    """The workflow object as the signature covers it (None: the job has none)."""
+    if workflow is None:
+        return None
+    return json.dumps(workflow, separators=(",", ":"), sort_keys=True)
 
 
 def encode_result(value: Any, task: str, limit: int) -> str:
@@ -174,7 +191,10 @@ def decode(data: str, job: JobIdentity, pickle_codec: SignedPickleCodec | None =
     args, kwargs = envelope.get("args", []), envelope.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise DecodeError("envelope args must be a list and kwargs an object")
-    return Payload(tuple(args), kwargs, envelope.get("app_data"), _headers(envelope))
+    workflow = envelope.get("wf")
+    if workflow is not None and not isinstance(workflow, dict):
+        raise DecodeError("envelope wf must be an object")
+    return Payload(tuple(args), kwargs, envelope.get("app_data"), _headers(envelope), workflow)
 
 
 def _headers(envelope: Mapping[str, Any]) -> Mapping[str, str] | None:

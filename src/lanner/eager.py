@@ -41,7 +41,7 @@ def run_eagerly(app: App, new: NewJob) -> JobHandle:
         task_class, payload, args, kwargs = admit(job, app.max_data_bytes, app)
         task = task_class(job, payload)
         value = task.run(*args, **kwargs)
-        keeps = task_class.keeps_result(app)
+        keeps = task_class.keeps_result(app) or task.in_workflow
         result = encode_result(value, task_class.name, app.max_data_bytes) if keeps else None
     except Rejected as rejected:
         return _failed(app, job, rejected.group, rejected.message, None)

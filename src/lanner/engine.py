@@ -22,6 +22,7 @@ from lanner.hooks import EngineHooks
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    JobOutcome,
     JobPage,
     NewJob,
     QueueCounts,
@@ -432,6 +433,14 @@ class Engine(EngineHooks):
         command = checks.jids(jids, now, unique=False)
         self._require(Capability.LOOKUP, "multiget")
         return self._multiget(command) if command.jids else []
+
+    def outcomes(self, jids: Sequence[str], *, now: float | None = None) -> list[JobOutcome]:
+        """LOOKUP: the state, result and failure of the jobs that exist among `jids`, in
+        the order asked: `multiget` without the rest of each job (history, dependencies),
+        for reading many results at once (a workflow's step, its parents')."""
+        command = checks.jids(jids, now, unique=False)
+        self._require(Capability.LOOKUP, "outcomes")
+        return self._outcomes(command) if command.jids else []
 
     # -- queues ---------------------------------------------------------------------------
     def queues(self, *, now: float | None = None) -> list[QueueCounts]:

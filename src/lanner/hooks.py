@@ -19,6 +19,7 @@ from lanner.errors import Unsupported
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    JobOutcome,
     JobPage,
     QueueCounts,
     QueueStats,
@@ -142,6 +143,9 @@ class EngineHooks(abc.ABC):
 
     def _depends(self, command: checks.Depends, add: bool) -> None:
         raise self._missing("_depends")
+
+    def _outcomes(self, command: checks.Jids) -> list[JobOutcome]:
+        raise self._missing("_outcomes")
 
     def _retag(self, command: checks.Retag, add: bool) -> list[str]:
         raise self._missing("_retag")

@@ -11,7 +11,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
+
+CASCADE_TAG: Final = "lanner:fails-with-dependency"
+"""A job in state `depends` carrying this tag fails when one of its dependencies fails
+(into DEPENDENCY_FAILED_GROUP, in the same atomic command, and so on down its own
+dependents); without it a dependent waits for a failed dependency, as in qless. Every job
+of a workflow (`lanner.workflows`) carries it."""
+
+DEPENDENCY_FAILED_GROUP: Final = "lanner-dependency-failed"
+"""Where CASCADE_TAG jobs fail with their dependency: the message names the jid that
+failed first, its group and its message."""
 
 
 class JobState(StrEnum):

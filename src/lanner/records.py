@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, NamedTuple, TypeAlias
 
-from lanner.job import Job
+from lanner.job import Failure, Job, JobState
 
 ConfigValue: TypeAlias = str | int | float
 
@@ -84,6 +84,17 @@ class QueueUsage:
     total_items: int
     expired: int
     discarded: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """What `Engine.outcomes` gives of a job: its state, result (JSON text, if kept) and
+    failure; the rest of the job (history, dependencies) is not read."""
+
+    jid: str
+    state: JobState
+    result: str | None
+    failure: Failure | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from lanner.handle import JobHandle
     from lanner.job import Job
     from lanner.settings import Settings
+    from lanner.workflows.canvas import Signature
 
 logger = logging.getLogger("lanner.task")
 
@@ -138,6 +139,8 @@ class Task:
         self.job = job
         self.task_id: str | None = job.jid if job is not None else body.get("id")
         self.task_name = type(self).name
+        # A workflow's step keeps its result whatever its task says: the next step reads it.
+        self.in_workflow = payload is not None and payload.workflow is not None
         if payload is not None:
             self.app_data = payload.app_data
         else:
@@ -171,6 +174,21 @@ class Task:
         from lanner import offload
 
         return await offload.call(cls.publish, app_data, *args, **kwargs)
+
+    @classmethod
+    def s(cls, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of this task for a workflow (`lanner.chain`, ...): `run_task`'s
+        arguments, after the previous step's result in a chain; `app_data` is None."""
+        from lanner.workflows.canvas import Signature
+
+        return Signature(cls, cls._publishing_app(), args, kwargs)
+
+    @classmethod
+    def si(cls, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: it runs after the previous step, without its result."""
+        from lanner.workflows.canvas import Signature
+
+        return Signature(cls, cls._publishing_app(), args, kwargs, immutable=True)
 
     @staticmethod
     def _get_publisher() -> Publisher:

@@ -19,6 +19,7 @@ from lanner.task import Task
 if TYPE_CHECKING:
     from lanner.app import App
     from lanner.handle import JobHandle
+    from lanner.workflows.canvas import Signature
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -99,6 +100,15 @@ class TaskFunction(Generic[P, R]):
     def message(self, *args: P.args, **kwargs: P.kwargs) -> Message:
         return self.options().message(*args, **kwargs)
 
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of this task (`lanner.workflows`): in a chain, the previous step's
+        result comes before `args`."""
+        return self.options().s(*args, **kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: it runs after the previous step, without its result."""
+        return self.options().si(*args, **kwargs)
+
     def options(
         self,
         *,
@@ -132,6 +142,18 @@ class BoundOptions(Generic[P]):
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         return self._app.publish_many([self.message(*args, **kwargs)])[0]
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        from lanner.workflows.canvas import Signature
+
+        return Signature(self._task_class, self._app, args, kwargs, self._options,
+                         self._app_data)  # fmt: skip
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        from lanner.workflows.canvas import Signature
+
+        return Signature(self._task_class, self._app, args, kwargs, self._options,
+                         self._app_data, immutable=True)  # fmt: skip
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """`delay()` for async code: the event loop goes on while the job is published."""

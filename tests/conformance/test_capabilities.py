@@ -123,6 +123,7 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
     Capability.LOOKUP: {
         "get": lambda e: e.get("wait1", now=NOW),
         "multiget": lambda e: e.multiget(["wait1", "run1"], now=NOW),
+        "outcomes": lambda e: e.outcomes(["wait1", "run1"], now=NOW),
         "requeue": lambda e: e.requeue("q2", "wait1", "Task", now=NOW),
     },
     Capability.CANCEL: {"cancel": lambda e: e.cancel(["wait1"], now=NOW)},

@@ -234,3 +234,30 @@ def test_a_job_says_when_it_is_due(engine: Engine) -> None:
 
 def require_results(engine: Engine) -> None:
     require(engine, Capability.RESULTS)
+
+
+# -- outcomes -----------------------------------------------------------------------------
+
+
+@pytest.mark.requires(Capability.LOOKUP, Capability.RESULTS)
+def test_outcomes_give_state_result_and_failure_in_the_order_asked(engine: Engine) -> None:
+    running(engine, "done")
+    engine.complete("done", "w1", "q", result='{"n":1}', now=NOW)
+    failed(engine, "broke", now=NOW)
+    engine.put("q", "waits", "Task", now=NOW)
+
+    found = engine.outcomes(["waits", "ghost", "broke", "done", "done"], now=NOW)
+
+    assert [(o.jid, o.state) for o in found] == [
+        ("waits", JobState.WAITING),
+        ("broke", JobState.FAILED),
+        ("done", JobState.COMPLETE),
+        ("done", JobState.COMPLETE),
+    ]
+    assert found[2].result == '{"n":1}'
+    assert found[1].failure is not None
+    assert (found[1].failure.group, found[1].failure.message) == ("boom", "broke failed")
+    assert found[0].result is None
+    assert found[0].failure is None
+    assert found[2].failure is None
+    assert engine.outcomes([], now=NOW) == []

@@ -119,3 +119,17 @@ def test_data_nested_too_deeply_to_decode_is_a_decode_error() -> None:
     data = '{"v": 1, "args": [' + "[" * 100_000 + "]" * 100_000 + "]}"
     with pytest.raises(DecodeError, match="JSON that can be read"):
         decode(data, JOB)
+
+
+def test_a_workflow_object_travels_in_both_envelopes_and_is_signed() -> None:
+    from lanner.codec import JobIdentity, Payload, SignedPickleCodec, decode
+
+    job = JobIdentity("j1", "t.Task", "q")
+    workflow = {"id": "w", "in": ["a", ["b", "c"]]}
+    signed = SignedPickleCodec(b"k" * 32)
+    for codec in (JSONCodec(), signed):
+        data = codec.encode(Payload((1,), {}, None, workflow=workflow), job)
+        assert decode(data, job, signed).workflow == workflow
+    tampered = signed.encode(Payload((1,), {}, None, workflow=workflow), job).replace('"w"', '"x"')
+    with pytest.raises(BadSignature):
+        decode(tampered, job, signed)

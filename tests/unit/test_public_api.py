@@ -14,13 +14,15 @@ PUBLIC = {
     "App", "Task", "set_default_app", "JSONCodec", "SignedPickleCodec",
     # following a published job, and a running task's own job
     "JobHandle", "current_job",
+    # workflows: Celery's canvas on the engine's dependencies
+    "chain", "group", "chord", "Signature", "WorkflowHandle", "ParentFailed",
     # running them, and operations of several engine calls
     "WorkerPool", "PoolCounts", "drain", "retry_failed", "list_jobs",
     # configuration
     "Settings", "load_settings", "QueueConfig", "load_queue_config",
     # the engine contract and its values
     "Engine", "open_engine", "Capability", "CONFIG_DEFAULTS", "DEFAULT_RETRIES", "ConfigValue",
-    "Job", "JobState", "Failure", "HistoryEvent", "NewJob", "JobPage", "QueueCounts",
+    "Job", "JobState", "Failure", "HistoryEvent", "NewJob", "JobPage", "JobOutcome", "QueueCounts",
     "QueueStats", "QueueUsage", "TimingStats", "RecurringJob", "WorkerCounts", "WorkerJobs",
     "Event", "EventStream",
     # the error tree (lanner.errors), Kale's names included

@@ -551,3 +551,13 @@ def idle_command(
     for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("max", pickup.max)):
         table.add_row(f"pickup latency {label} ({pickup.count} samples)", f"{ms:.2f} ms")
     Console().print(Group(table, _about(result.url, result.machine)))
+
+
+def _register_workflow_benchmarks() -> None:
+    from lanner.bench.chord_cli import chord_chaos_command, chord_command
+
+    bench.add_command(chord_command)
+    bench.add_command(chord_chaos_command)
+
+
+_register_workflow_benchmarks()

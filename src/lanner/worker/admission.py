@@ -1,5 +1,8 @@
 """Checking a popped job before its task runs: its size, its task, its payload, its arguments.
 
+A workflow's step also gets its parents' results here, before its own arguments
+(`lanner.workflows.inputs`).
+
 A job that fails a check can never run, however often it is tried: it is `Rejected`, and
 the loop fails it at once into the `lanner-*` failure group saying why, without spending
 retries and without stopping the rest of its batch.
@@ -44,6 +47,10 @@ def admit(
     except DecodeError as error:
         raise Rejected(error.group, str(error)) from None
     args, kwargs = payload.args, dict(payload.kwargs)
+    if payload.workflow is not None:  # a workflow's step: its parents' results come first
+        from lanner.workflows.inputs import leading_arguments
+
+        args = (*leading_arguments(job, payload.workflow, app), *args)
     try:
         _signature(task_class).bind(None, *args, **kwargs)
     except TypeError as error:

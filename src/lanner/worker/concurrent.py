@@ -407,7 +407,7 @@ class ConcurrentLoop(WorkerLoop):
             finally:
                 if timer is not None:
                     timer.cancel()
-            result = self._result(type(task), value)
+            result = self._result(task, value)
         except (Exception, SystemExit, KeyboardInterrupt) as error:  # the task's, all of them
             outcome: Outcome = await self._call(self._after_failure, task_class, task, job, error)
             self.processed += 1

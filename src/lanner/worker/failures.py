@@ -28,6 +28,7 @@ from lanner.codec import JobIdentity, decode
 from lanner.errors import DecodeError, LannerError, ResultError, exception_group
 from lanner.message import KaleMessage, settling
 from lanner.task import Task, find_task
+from lanner.workflows.inputs import failure_result, settles_by_completing
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -181,8 +182,16 @@ def settle_failure(
 
 
 def fail(engine: Engine, worker: str, job: Job, group: str, message: str) -> None:
-    """Fail a held job into `group`; a lock lost meanwhile is logged, not raised."""
+    """Fail a held job into `group`; a lock lost meanwhile is logged, not raised. A parent
+    of a chord that runs with its failures completes with the failure as its result
+    instead (`lanner.workflows.inputs`), so that its callback runs."""
     try:
+        if settles_by_completing(job.data):
+            result = failure_result(job.jid, group, message)
+            engine.complete(job.jid, worker, job.queue, result=result)
+            logger.warning("job %s failed into %s: completed with its failure, for its chord",
+                           job.jid, group)  # fmt: skip
+            return
         engine.fail(job.jid, worker, group, message)
     except LannerError as lost:
         logger.warning("could not fail %s into %s: %s", job.jid, group, lost)

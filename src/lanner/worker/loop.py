@@ -472,7 +472,7 @@ class WorkerLoop:
         try:
             with interrupt.running(job.jid, task.time_limit):
                 value = task.run(*args, **kwargs)
-            result = self._result(type(task), value)
+            result = self._result(task, value)
         except (Exception, SystemExit, KeyboardInterrupt) as error:  # the task's, all of them
             self._exit_if_forked()
             self._keeper.watch(None)  # before retry/fail: no heartbeat of a released lock
@@ -502,11 +502,12 @@ class WorkerLoop:
             logger.warning("job %s: %s; its task is stopped", jid, why)
             self.reporter.stopping(jid, why)
 
-    def _result(self, task_class: type[Task], value: Any) -> str | None:
+    def _result(self, task: Task, value: Any) -> str | None:
         """What the job keeps of its task's return value: JSON text, if the task keeps one
         and the engine can (`ResultError` if it cannot travel as JSON or the engine would
         refuse it: checked here, so that it fails its own job, not its batch's completion)."""
-        keeps = task_class.keeps_result(self.app)
+        task_class = type(task)
+        keeps = task_class.keeps_result(self.app) or getattr(task, "in_workflow", False)
         if not keeps or Capability.RESULTS not in self.engine.capabilities:
             return None
         return encode_result(value, task_class.name, self.engine.max_data_bytes)

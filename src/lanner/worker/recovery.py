@@ -3,7 +3,8 @@
 A dead worker's name still holds its locks in the engine. Its recovery, a supervisor
 chore, is idempotent (run again after the store failed it halfway, it does nothing twice):
 
-1. the jobs it finished and reported, but had not completed, are completed;
+1. the jobs it finished and reported, but had not completed, are completed (a workflow's
+   step is given back instead, to run again: its result died with the process);
 2. the job it was running, if it ran one alone, is settled: the first time a process dies
    under it (most deaths are the process's, not the job's), given back at once to its place
    in the queue, a retry spent; with the retry backoff from its second death on, and after a
@@ -24,6 +25,7 @@ jobs they still hold as a death's, at once, instead of when their locks run out.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
     from lanner.worker.child import JobStarted
 
 logger = logging.getLogger("lanner.pool")
+
+WORKFLOW_MARK: Final = '"wf":'
+"""What a workflow step's data holds (its envelope's `wf`, lanner.codec)."""
 
 DEATH_ENTRY: Final = "worker-died"
 """The history entry a job gets each time a worker process dies running it."""
@@ -66,7 +71,7 @@ def recovery(dead: DeadWorker, backoff: Callable[[int], float]) -> Callable[[Eng
                         dead.worker)  # fmt: skip
             return
         for queue, finished in itertools.groupby(sorted(dead.finished), key=lambda f: f[0]):
-            engine.complete_many([jid for _, jid in finished], dead.worker, queue)
+            _complete_finished(engine, dead.worker, queue, [jid for _, jid in finished])
         alone = len(dead.running) == 1
         for running in dead.running:
             if dead.culprit is not None and running.jid != dead.culprit:
@@ -77,6 +82,28 @@ def recovery(dead: DeadWorker, backoff: Callable[[int], float]) -> Callable[[Eng
             logger.info("gave back %d job(s) of %s: %s", len(given_back), dead.worker, given_back)
 
     return recover
+
+
+def _complete_finished(engine: Engine, worker: str, queue: str, jids: list[str]) -> None:
+    """Complete the jobs a dead process ran but had not completed; a workflow's step is
+    given back instead (no retry spent), to run again: its result, which the next step
+    reads, died with the process."""
+    steps = [job.jid for job in engine.multiget(jids) if _is_workflow_step(job.data)]
+    if steps:
+        engine.release(steps, worker, queue)
+        logger.info("gave back %d workflow step(s) %s ran but could not complete, to run "
+                    "again for their results: %s", len(steps), worker, steps)  # fmt: skip
+    engine.complete_many([jid for jid in jids if jid not in steps], worker, queue)
+
+
+def _is_workflow_step(data: str) -> bool:
+    if WORKFLOW_MARK not in data:  # most jobs: no JSON parse
+        return False
+    try:
+        envelope = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(envelope, dict) and isinstance(envelope.get("wf"), dict)
 
 
 def _settle_running(

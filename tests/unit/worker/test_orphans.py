@@ -87,3 +87,21 @@ def test_process_alive_tells_a_reaped_process_from_a_live_one() -> None:
     done.wait()
     assert process_alive(os.getpid())
     assert not process_alive(done.pid)
+
+
+def test_a_dead_workers_finished_workflow_step_runs_again_for_its_result(engine: Engine) -> None:
+    from lanner.worker.recovery import DeadWorker, recovery
+
+    step = '{"v":1,"args":[],"kwargs":{},"app_data":null,"wf":{"id":"w"}}'
+    engine.put("q", "plain", "t.Task", retries=2)
+    engine.put("q", "step", "t.Task", step, retries=2)
+    assert len(engine.pop("q", DEAD, 2)) == 2
+    dead = DeadWorker(DEAD, (), (), (("q", "plain"), ("q", "step")), "killed", None, False)
+
+    recovery(dead, lambda n: 1.0)(engine)
+
+    plain, again = engine.get("plain"), engine.get("step")
+    assert plain is not None
+    assert again is not None
+    assert plain.state == JobState.COMPLETE
+    assert (again.state, again.remaining) == (JobState.WAITING, 2)  # no retry spent

@@ -60,6 +60,7 @@ from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    JobOutcome,
     JobPage,
     QueueCounts,
     QueueStats,
@@ -243,6 +244,9 @@ class RedisEngine(Engine):
 
     def _multiget(self, command: checks.Jids) -> list[Job]:
         return replies.jobs(self._call("lanner.multiget", command.now, *command.jids))
+
+    def _outcomes(self, command: checks.Jids) -> list[JobOutcome]:
+        return replies.outcomes(self._call("lanner.outcomes", command.now, *command.jids))
 
     def _wait(self, command: checks.Wait) -> Job | None:
         with unreachable(self.address):  # the BLPOP's connection too

@@ -27,6 +27,7 @@ from lanner.errors import (
 from lanner.job import Failure, Job, JobState
 from lanner.records import (
     ConfigValue,
+    JobOutcome,
     QueueCounts,
     QueueStats,
     QueueUsage,
@@ -143,6 +144,23 @@ def job(obj: Mapping[str, Any]) -> Job:
 
 def jobs(reply: Any) -> list[Job]:
     return [job(obj) for obj in as_list(json.loads(reply))]
+
+
+def outcomes(reply: Any) -> list[JobOutcome]:
+    """`lanner.outcomes`' rows as JobOutcomes (a failure shown only while failed, as
+    `job` shows it)."""
+    found = []
+    for jid, state_name, result, failure_text in as_list(json.loads(reply)):
+        state = _STATES[state_name]
+        failure = json.loads(failure_text) if failure_text else None
+        shown = (
+            Failure(failure["group"], failure.get("message", ""),
+                    float(failure.get("when", 0)), failure.get("worker", ""))
+            if state is JobState.FAILED and isinstance(failure, dict) and "group" in failure
+            else None
+        )  # fmt: skip
+        found.append(JobOutcome(jid, state, result or None, shown))
+    return found
 
 
 def config_value(text: str) -> ConfigValue:

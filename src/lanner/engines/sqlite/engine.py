@@ -40,6 +40,7 @@ from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    JobOutcome,
     JobPage,
     QueueCounts,
     QueueStats,
@@ -214,6 +215,10 @@ class SQLiteEngine(Engine):
     def _multiget(self, command: checks.Jids) -> list[Job]:
         with self.database.read() as conn:
             return rows.multiget(conn, command.jids)
+
+    def _outcomes(self, command: checks.Jids) -> list[JobOutcome]:
+        with self.database.read() as conn:
+            return rows.outcomes(conn, command.jids)
 
     def _wait(self, command: checks.Wait) -> Job | None:
         """Read the job after each commit (of any process) until it is finished, waiting

@@ -14,7 +14,7 @@ from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import eventlog, put, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, event, json_list
 from lanner.errors import InvalidState, JobNotFound, LockLost
-from lanner.job import JobState
+from lanner.job import CASCADE_TAG, DEPENDENCY_FAILED_GROUP, JobState
 from lanner.records import NewJob
 
 
@@ -279,6 +279,38 @@ def fail_job(
     ).fetchone()
     stats.count(conn, "failures", [(queue, now)])
     stats.count(conn, "failed", [(queue, now)])
+    _fail_dependents(conn, jid, f"dependency {jid} failed ({group}): {message}", now, cap)
+
+
+def _fail_dependents(conn: sqlite3.Connection, jid: str, why: str, now: float, cap: int) -> None:
+    """Fail, with `jid`, its dependents in state depends that carry CASCADE_TAG, and so
+    on down (a workflow's later steps); other dependents keep waiting, as in qless."""
+    pending = [jid]
+    while pending:
+        failed = conn.execute(
+            "UPDATE jobs SET state = 'failed', failure = :failure, failure_group = :group, "
+            f"finished_at = :now, history = {APPEND_HISTORY} "
+            "WHERE state = 'depends' AND jid IN (SELECT d.jid FROM dependencies d "
+            "JOIN tags t ON t.jid = d.jid AND t.tag = :tag WHERE d.on_jid = :on) "
+            "RETURNING jid, queue",
+            {
+                "failure": json.dumps(
+                    {"group": DEPENDENCY_FAILED_GROUP, "message": why, "when": now, "worker": ""}
+                ),
+                "group": DEPENDENCY_FAILED_GROUP,
+                "now": now,
+                "cap": cap,
+                "event": event("failed", now, group=DEPENDENCY_FAILED_GROUP),
+                "tag": CASCADE_TAG,
+                "on": pending.pop(),
+            },
+        ).fetchall()
+        stats.count(conn, "failures", [(queue, now) for _, queue in failed])
+        stats.count(conn, "failed", [(queue, now) for _, queue in failed])
+        for dependent, queue in sorted(failed):
+            details = {"group": DEPENDENCY_FAILED_GROUP, "message": why}
+            eventlog.emit("failed", dependent, queue, details=details)
+            pending.append(dependent)
 
 
 def retry(conn: sqlite3.Connection, command: checks.Retry) -> int:

@@ -77,6 +77,8 @@ def store(
                 (json_list(wanted),),
             )
         }
+        # A job put in this same call is not complete either (a workflow's put_many).
+        open_deps.update(stored.intersection(wanted))
     kept_deps: dict[str, int] = {}
     if existing:
         kept_deps = dict(

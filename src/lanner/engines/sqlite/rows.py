@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from lanner.job import Failure, Job, JobState
+from lanner.records import JobOutcome
 
 JOB_COLUMNS: Final = (
     "jid, klass, queue, data, priority, tags, state, retries, remaining, worker, expires, "
@@ -90,6 +91,22 @@ def jobs(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[Job]:
             )
         )
     return built
+
+
+def outcomes(conn: sqlite3.Connection, jids: Sequence[str]) -> list[JobOutcome]:
+    """The state, result and failure of the jobs that exist among `jids`, in the order
+    asked."""
+    found = {
+        jid: JobOutcome(
+            jid, _STATES[state], result, Failure(**json.loads(failure)) if failure else None
+        )
+        for jid, state, result, failure in conn.execute(
+            "SELECT jid, state, result, failure FROM jobs "
+            "WHERE jid IN (SELECT value FROM json_each(?))",
+            (json_list(jids),),
+        )
+    }
+    return [found[jid] for jid in jids if jid in found]
 
 
 def multiget(conn: sqlite3.Connection, jids: Sequence[str]) -> list[Job]:

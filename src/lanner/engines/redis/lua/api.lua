@@ -489,6 +489,20 @@ Api['lanner.multiget'] = function(_, args)
   return cjson.encode(result)
 end
 
+-- lanner.outcomes jid...: [jid, state, result or false, failure JSON or false] of
+-- each job that exists, in the order asked (one HMGET each, nothing else read)
+Api['lanner.outcomes'] = function(_, args)
+  local found = {}
+  for _, jid in ipairs(Args.rest(args, 1, 'jid')) do
+    local state, result, failure = unpack(redis.call('hmget', Keys.job(jid),
+      'state', 'result', 'failure'))
+    if state then
+      found[#found + 1] = { jid, state, present(result) or false, present(failure) or false }
+    end
+  end
+  return cjson.encode(found)
+end
+
 -- lanner.await jid till: {'finished', JSON job} | {'gone'} | {'pending'}
 Api['lanner.await'] = function(_, args)
   local jid = Args.string(args[1], 'jid')

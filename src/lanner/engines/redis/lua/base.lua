@@ -21,6 +21,13 @@ local DAY = 86400
 -- which LIMITS counts (ql:lanner:usage:<queue>) and lanner's if_exists sees.
 local LIVE = { waiting = true, scheduled = true, depends = true, running = true, stalled = true }
 
+-- A job in state depends carrying this tag fails when a dependency fails
+-- (Job.fail_dependents), into the DEPENDENCY_FAILED group: lanner.job's
+-- CASCADE_TAG and DEPENDENCY_FAILED_GROUP. Looked for in the job's JSON tags
+-- as a whole element, quotes included.
+local CASCADE_TAG_JSON = '"lanner:fails-with-dependency"'
+local DEPENDENCY_FAILED = 'lanner-dependency-failed'
+
 -------------------------------------------------------------------------------
 -- Per-call state
 -------------------------------------------------------------------------------

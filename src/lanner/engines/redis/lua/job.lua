@@ -264,6 +264,41 @@ function Job.mark_failed(now, job, group, message, failure_worker, history_worke
   Stats.count(job.queue, now, 'failures', 1, now)
   Stats.count(job.queue, now, 'failed', 1, now)
   Lanner.finished(jid)
+  Job.fail_dependents(now, jid, group, message)
+end
+
+-- A job in state depends that carries CASCADE_TAG fails with its dependency,
+-- in the call that fails the dependency (a workflow's later steps: nothing
+-- is left waiting for a job that will not complete), and so on down; other
+-- dependents keep waiting, as in qless. Each failure names the job that
+-- failed first, and why.
+function Job.fail_dependents(now, jid, group, message)
+  local why = string.format('dependency %s failed (%s): %s', jid, group, message)
+  local pending = { jid }
+  while #pending > 0 do
+    local parent = table.remove(pending)
+    for _, dependent in ipairs(redis.call('smembers', Keys.dependents(parent))) do
+      local key = Keys.job(dependent)
+      local state, tags, queue, size = unpack(redis.call('hmget', key,
+        'state', 'tags', 'queue', 'lanner_size'))
+      if state == 'depends' and string.find(tags or '', CASCADE_TAG_JSON, 1, true) then
+        redis.call('zrem', Keys.queue(queue, 'depends'), dependent)
+        Limits.left(queue, tonumber(size))
+        Job.record(now, dependent, 'failed', { group = DEPENDENCY_FAILED })
+        redis.call('hmset', key, 'state', 'failed', 'failure', cjson.encode({
+          group = DEPENDENCY_FAILED, message = why, when = now, worker = '',
+        }))
+        redis.call('lpush', Keys.failed(DEPENDENCY_FAILED), dependent)
+        redis.call('sadd', Keys.failures, DEPENDENCY_FAILED)
+        Stats.count(queue, now, 'failures', 1, now)
+        Stats.count(queue, now, 'failed', 1, now)
+        Lanner.finished(dependent)
+        Events.failed(dependent, '', DEPENDENCY_FAILED, why)
+        Events.tracked(dependent, 'failed')
+        table.insert(pending, dependent)
+      end
+    end
+  end
 end
 
 -------------------------------------------------------------------------------

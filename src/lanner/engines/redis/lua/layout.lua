@@ -260,6 +260,8 @@
 --   lanner.complete_results worker queue RESULTS jid...
 --                                            lanner.complete_many; each job
 --       completed keeps its result from RESULTS (JSON object jid -> JSON text)
+--   lanner.outcomes jid...                   JSON [[jid, state, result|false,
+--                                            failure|false], ...] of the jobs that exist
 --   lanner.multiget jid...                   multiget, each job object with
 --       `result` and `due` (a waiting job's ready time, a scheduled one's due
 --       time; else false)

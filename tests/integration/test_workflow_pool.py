@@ -1,0 +1,113 @@
+"""Workflows on a real pool: a chord's callback runs once its parents did, in another
+process; cancelling a workflow stops its running step and leaves nothing waiting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import lanner
+from lanner import JobCancelled, JobState
+from lanner.app import App
+from lanner.queues import QueueConfig
+from lanner.settings import Settings
+from lanner.worker.pool import WorkerPool
+
+pytestmark = pytest.mark.timeout(120, method="thread")
+
+QUEUE = QueueConfig("flows", visibility_timeout_sec=120, long_poll_time_sec=0.2)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'lanner.db'}"
+    else:
+        import redis
+
+        url = request.getfixturevalue("redis_url")
+        with redis.Redis.from_url(url) as client:
+            client.flushdb()
+    made = App(url, settings=Settings(broker=url, time_limit_grace_sec=1.0), queues=[QUEUE])
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def start_pool(app: App) -> Iterator[Callable[[], WorkerPool]]:
+    """Start the pool once the test's tasks are defined (its children are forked)."""
+    pools: list[WorkerPool] = []
+
+    def start() -> WorkerPool:
+        pools.append(WorkerPool(app, concurrency=2, queues=[QUEUE]))
+        pools[-1].start()
+        return pools[-1]
+
+    yield start
+    for pool in pools:
+        pool.terminate(timeout=5)
+
+
+def run_until(pool: WorkerPool, done: Callable[[], object], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        pool.supervise(timeout=0.05)
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def note(path: str, text: str) -> None:
+    with open(path, "a") as out:
+        out.write(text + "\n")
+
+
+def test_a_chord_runs_on_a_pool(app: App, start_pool: Callable[[], WorkerPool]) -> None:
+    @app.task(queue=QUEUE.name, name=f"{__name__}.square")
+    def square(x: int) -> int:
+        return x * x
+
+    @app.task(queue=QUEUE.name, name=f"{__name__}.tally")
+    async def tally(values: list[int]) -> int:
+        return sum(values)
+
+    handle = lanner.chord([square.s(i) for i in range(10)], tally.s()).delay()
+    pool = start_pool()
+    run_until(pool, lambda: handle.state() == JobState.COMPLETE, "the chord to complete")
+    assert handle.result(timeout=10) == 285
+
+
+def test_cancel_stops_the_running_step_and_leaves_nothing_waiting(
+    app: App, start_pool: Callable[[], WorkerPool], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+
+    @app.task(queue=QUEUE.name, time_limit=30, name=f"{__name__}.long_step")
+    def long_step(path: str) -> int:
+        note(path, "started")
+        try:
+            time.sleep(25)
+        except JobCancelled:
+            note(path, "cancelled")
+            raise
+        return 1
+
+    @app.task(queue=QUEUE.name, name=f"{__name__}.count")
+    def count(values: list[int]) -> int:
+        return len(values)
+
+    handle = lanner.chain(lanner.chord([long_step.s(str(out))], count.s()), count.s()).delay()
+    pool = start_pool()
+    run_until(pool, lambda: "started" in lines(out), "the step to start")
+
+    assert len(handle.cancel()) == 3
+
+    run_until(pool, lambda: "cancelled" in lines(out), "the running step to stop")
+    assert handle.state() is None
+    counts = app.engine.queue_counts(QUEUE.name)
+    assert (counts.waiting, counts.depends, counts.running) == (0, 0, 0)
