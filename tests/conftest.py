@@ -9,7 +9,7 @@ server is a broken set-up, not an optional extra.
 `redis_server_factory` starts further private servers (with extra arguments such as
 `--requirepass`), each of which a test can stop, start and restart on the same port.
 
-`redis_sentinel` (session-scoped) is a primary, a replica and three `redis-sentinel`
+`redis_sentinel` (session-scoped) is a primary, two replicas and three `redis-sentinel`
 processes watching them, for tests that never fail it over (the conformance suite);
 `sentinel_factory` starts a setup of one test's own, whose primary the test may kill -9
 (`SentinelSetup.kill_primary`, then `wait_for_failover`). Without redis-sentinel those
@@ -444,8 +444,10 @@ class SentinelSetup:
 @pytest.fixture(scope="session")
 def redis_sentinel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelSetup]:
     """A Sentinel setup for the session's tests that never fail it over (the conformance
-    suite): a primary is declared down only after 5 s of silence, not by a busy machine."""
-    setup = SentinelSetup(tmp_path_factory.mktemp("sentinel"), down_after=5000)
+    suite): a primary is declared down only after 5 s of silence, not by a busy machine;
+    should a failover happen all the same, the new primary keeps a replica to confirm the
+    tests' `wait=1`."""
+    setup = SentinelSetup(tmp_path_factory.mktemp("sentinel"), down_after=5000, replicas=2)
     try:
         setup.start()
         yield setup

@@ -43,7 +43,7 @@ def _fresh_sentinel(request: pytest.FixtureRequest, tmp: Path) -> str:
 # request, to reach a server fixture only when that engine is tested, and its tmp_path).
 # Redis runs twice: with its Lua core as a function library (the default on Redis 7) and
 # as a script (EVALSHA, as on Redis 6.2 and for qless's clients), and once more through
-# Sentinel (a primary found by its name, with a replica), waiting for the replica's copy
+# Sentinel (a primary found by its name, with replicas), waiting for a replica's copy
 # of every durable write (the `wait` option) so that what it adds runs too.
 STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
