@@ -110,7 +110,7 @@ def _fit_connections(asked: int) -> int:
         return asked
     if fits < 1:
         raise click.ClickException(
-            "lanner serve: this process may open too few files to serve any connection: "
+            "this process may open too few files to serve any connection: "
             "raise the limit (ulimit -n)"
         )
     click.echo(f"lanner serve: the open-files limit (ulimit -n) fits {fits} connections per "
