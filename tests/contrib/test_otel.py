@@ -36,10 +36,22 @@ def spans() -> Spans:
 
 @pytest.fixture
 def app(tmp_path: Path) -> Iterator[lanner.App]:
-    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    yield from app_on(f"sqlite:///{tmp_path / 'jobs.db'}")
+
+
+def app_on(url: str) -> Iterator[lanner.App]:
     app = lanner.App(url, settings=lanner.Settings(broker=url, retry_delay_multiple_sec=0))
     yield app
     app.close()
+
+
+@pytest.fixture
+def redis_app(redis_url: str) -> Iterator[lanner.App]:
+    import redis
+
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
+    yield from app_on(redis_url)
 
 
 def stored(app: lanner.App, jid: str) -> lanner.Job:
@@ -87,6 +99,10 @@ def test_a_run_continues_the_trace_of_its_publish(app: lanner.App, spans: Spans)
         "lanner.outcome": "completed",
     }
     assert process.status.status_code is StatusCode.UNSET
+
+
+def test_a_retry_links_to_the_try_before_it_on_redis(redis_app: lanner.App, spans: Spans) -> None:
+    test_a_retry_links_to_the_try_before_it(redis_app, spans)
 
 
 def test_a_retry_links_to_the_try_before_it(app: lanner.App, spans: Spans) -> None:

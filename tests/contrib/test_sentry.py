@@ -35,15 +35,19 @@ class Kept(Transport):
 @pytest.fixture
 def kept() -> Iterator[Kept]:
     transport = Kept()
-    # Sentry's default integrations (logging among them), not those it finds installed.
+    # No integration of Sentry's own: each patches libraries (threading, subprocess, redis,
+    # starlette...) for the rest of the process, which runs the other tests too.
     sentry_sdk.init(
-        dsn="https://key@sentry.invalid/1", transport=transport, auto_enabling_integrations=False
+        dsn="https://key@sentry.invalid/1",
+        transport=transport,
+        default_integrations=False,
+        auto_enabling_integrations=False,
     )
     try:
         yield transport
     finally:
         sentry_sdk.get_client().close()
-        sentry_sdk.init()  # no DSN: a client that sends nothing, for the tests after
+        sentry_sdk.init(default_integrations=False, auto_enabling_integrations=False)
 
 
 @pytest.fixture

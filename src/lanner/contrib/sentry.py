@@ -16,7 +16,9 @@ worker stopping) is not an error of the task and is not reported. `retried=False
 only the runs that failed for good.
 
 Nothing is patched: only the apps given to `instrument` report, through whatever client
-`sentry_sdk.init` set up (none: nothing is sent). Lanner's own log line of a permanent
+`sentry_sdk.init` set up (none: nothing is sent). Hence no `sentry_sdk.integrations.
+Integration` subclass: those patch a library's globals at `init`, and lanner's hook is
+each App's own (`lanner.instruments`). Lanner's own log line of a permanent
 failure (`lanner.task`) is left out of Sentry's logging integration, so that a failed
 job is one event, not two.
 """
