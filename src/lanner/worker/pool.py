@@ -69,6 +69,7 @@ from lanner.worker.child import (
     StoreRefused,
     WorkerExiting,
     child_main,
+    decode_report,
 )
 from lanner.worker.chores import Chores
 from lanner.worker.loop import Limits, configure_queues
@@ -353,7 +354,7 @@ class WorkerPool:
     def _read(self, child: _Child) -> None:
         try:
             while child.conn.poll():
-                self._on_report(child, child.conn.recv())
+                self._on_report(child, decode_report(child.conn.recv_bytes()))
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
