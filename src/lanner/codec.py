@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from lanner import fastjson
 from lanner.errors import (
     ArgumentError,
     BadSignature,
@@ -174,7 +175,7 @@ def encode_result(value: Any, task: str, limit: int) -> str:
 def decode(data: str, job: JobIdentity, pickle_codec: SignedPickleCodec | None = None) -> Payload:
     """Turn a job's data back into a payload, or raise `DecodeError` saying why."""
     try:
-        envelope = json.loads(data)
+        envelope = fastjson.loads(data)
     except (ValueError, RecursionError) as error:
         raise DecodeError(f"data is not JSON that can be read: {error}") from None
     if not isinstance(envelope, dict):

@@ -181,3 +181,22 @@ def test_bench_web_counts_engine_commands_per_page() -> None:
     assert pages["/queues/alpha"]["engine_calls"] == 3 + 14  # counts, listing, jobs + 14 days
     assert pages["/failures"]["engine_calls"] == 1
     assert all(page["median_ms"] > 0 for page in report["pages"])
+
+
+def test_bench_depth_json_smoke() -> None:
+    result = CliRunner().invoke(
+        main, ["bench", "depth", "--depths", "10,30", "--queues", "2", "--samples", "5", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert [point["depth"] for point in document["points"]] == [10, 30]
+    for point in document["points"]:
+        assert point["fill_jobs_per_s"] > 0
+        assert point["pop_complete_ms"]["p50"] > 0
+        assert point["bytes_per_job"] > 0
+
+
+def test_bench_depth_refuses_depths_out_of_order() -> None:
+    result = CliRunner().invoke(main, ["bench", "depth", "--depths", "30,10"])
+    assert result.exit_code == 1
+    assert "ascending" in result.output

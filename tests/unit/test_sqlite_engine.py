@@ -34,6 +34,22 @@ def test_wal_and_synchronous_full_by_default(tmp_path: Path) -> None:
         assert pragma(engine, "synchronous") == 2  # FULL
 
 
+def test_a_pop_commits_unsynced_and_every_other_commit_stays_synced(tmp_path: Path) -> None:
+    with SQLiteEngine(tmp_path / "jobs.db") as engine:
+        engine.put("q", "a", "K", now=1)
+        seen: list[object] = []
+        with engine.database.write(synced=False) as conn:
+            seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+        assert seen == [1]  # NORMAL for that transaction
+        assert pragma(engine, "synchronous") == 2  # FULL again after it
+        [job] = engine.pop("q", "w", 1, now=2)
+        assert pragma(engine, "synchronous") == 2
+        with pytest.raises(ZeroDivisionError), engine.database.write(synced=False):
+            1 / 0  # noqa: B018 - a transaction that fails
+        assert pragma(engine, "synchronous") == 2
+        assert engine.complete_many([job.jid], "w", "q", now=3) == [job.jid]
+
+
 def test_synchronous_is_configurable_from_the_url(tmp_path: Path) -> None:
     engine = open_engine(f"sqlite:///{tmp_path}/jobs.db?synchronous=normal")
     assert isinstance(engine, SQLiteEngine)

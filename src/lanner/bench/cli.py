@@ -561,3 +561,31 @@ def _register_workflow_benchmarks() -> None:
 
 
 _register_workflow_benchmarks()
+
+@bench.command("depth")
+@_store_url_option("Store to fill")
+@click.option("--depths", default="1000,100000,1000000", show_default=True, metavar="N,N,...",
+              help="Waiting jobs to measure at, ascending (filled to each in turn).")  # fmt: skip
+@click.option("--queues", type=BoundedInt(1, 1000), default=1, show_default=True,
+              help="Queues the jobs are spread over.")  # fmt: skip
+@click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=200, show_default=True,
+              help="pop + complete (and single put) samples at each depth.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def depth_command(url: str | None, depths: str, queues: int, samples: int, as_json: bool) -> None:
+    """Measure an engine with a deep backlog: put_many rate while filling, pop + complete
+    and single-put latency, `lanner status` time, bytes per job and RSS at each depth."""
+    from lanner.bench.common import bench_store
+    from lanner.bench.depth import depth_table, run_depth_bench
+
+    try:
+        levels = [int(level) for level in depths.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"not numbers: {depths!r}", param_hint="--depths") from None
+    with bench_store(url) as store:
+        result = measured(
+            lambda progress: run_depth_bench(store, levels, queues, samples, progress)
+        )
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        Console().print(depth_table(result))

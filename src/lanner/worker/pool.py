@@ -39,13 +39,14 @@ import importlib
 import logging
 import multiprocessing
 import os
+import select
 import signal
 import socket
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
@@ -69,6 +70,7 @@ from lanner.worker.child import (
     StoreRefused,
     WorkerExiting,
     child_main,
+    decode_report,
 )
 from lanner.worker.chores import Chores
 from lanner.worker.loop import Limits, configure_queues
@@ -121,6 +123,15 @@ class _Child:
     stopping: dict[str, str] = field(default_factory=dict)  # jid -> why its task was told
     # to stop (cancelled, lock lost)
     jobs_started: int = 0
+    # Asked after each report whether another is there: Connection.poll builds a selector
+    # per call, which cost the supervisor more than the report itself.
+    _reports: select.poll = field(default_factory=select.poll, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._reports.register(self.conn.fileno(), select.POLLIN)
+
+    def has_report(self) -> bool:
+        return bool(self._reports.poll(0))
 
 
 class WorkerPool:
@@ -182,6 +193,9 @@ class WorkerPool:
         self.time_limit_grace = settings.time_limit_grace_sec
         self.processed = 0
         self._children: dict[int, _Child] = {}
+        # The children's report pipes and exit sentinels, waited on each round (one
+        # poll object kept up to date, rather than a selector built per round).
+        self._ready = select.poll()
         self._context = multiprocessing.get_context("fork")
         self._observer: PoolObserver = observer or NoObserver()
         self._chores = Chores(
@@ -235,13 +249,9 @@ class WorkerPool:
     def supervise(self, timeout: float = 0.1) -> None:
         """One round: read children's reports, reap and replace, enforce time limits, and
         do what is owed to the engine as far as the store allows."""
-        ready = wait(
-            [child.conn for child in self._children.values()]
-            + [child.process.sentinel for child in self._children.values()],
-            timeout,
-        )
+        ready = {fd for fd, _ in self._ready.poll(timeout * 1000)}
         for child in list(self._children.values()):
-            if child.conn in ready:
+            if child.conn.fileno() in ready:
                 self._read(child)
         for pid, child in list(self._children.items()):
             if not child.process.is_alive():
@@ -347,13 +357,21 @@ class WorkerPool:
             self._children[process.pid] = _Child(
                 process, receive, f"{socket.gethostname()}-{process.pid}"
             )
+            self._ready.register(receive.fileno(), select.POLLIN)
+            self._ready.register(process.sentinel, select.POLLIN)
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
+    def _forget(self, child: _Child) -> None:
+        """Stop waiting for a reaped child's reports and exit."""
+        for fd in (child.conn.fileno(), child.process.sentinel):
+            with contextlib.suppress(KeyError, ValueError):
+                self._ready.unregister(fd)
+
     def _read(self, child: _Child) -> None:
         try:
-            while child.conn.poll():
-                self._on_report(child, child.conn.recv())
+            while child.has_report():
+                self._on_report(child, decode_report(child.conn.recv_bytes()))
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
@@ -400,6 +418,7 @@ class WorkerPool:
         child.process.join(timeout=1)
         kill_group(pid)  # what its tasks started dies with it
         del self._children[pid]
+        self._forget(child)
         child.conn.close()
         self._observer.children(len(self._children))
         if not child.exited_cleanly or child.held or child.running or child.finished:

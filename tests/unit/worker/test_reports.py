@@ -1,11 +1,27 @@
 """What the loop reports of each job's end, for the pool's metrics: its outcome, its task,
-how long it ran; and the engine's failures."""
+how long it ran; and the engine's failures; and how every report crosses the pipe."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from lanner.errors import EngineUnavailable
+from lanner.errors import EngineUnavailable, StoreMisconfigured
+from lanner.worker.child import (
+    BatchPopped,
+    BatchSettled,
+    EngineFailed,
+    JobFinished,
+    JobsCompleted,
+    JobStarted,
+    JobStopping,
+    Report,
+    StoreRefused,
+    WorkerExiting,
+    decode_report,
+    encode_report,
+)
 
 from .world import QUEUE, WLBoom, WLEcho, WLNoRetries, WLShouldRunRaises, WLSleepy, World
 
@@ -57,3 +73,24 @@ def test_engine_errors_are_reported(world: World, monkeypatch: pytest.MonkeyPatc
     world.loop.run()
     assert calls
     assert ("engine_error",) in world.recorder.reports
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        BatchPopped("q", ["a", "b"]),
+        JobStarted("a", math.inf, None),
+        JobStarted("a", 12.5, 60.0),
+        JobStopping("a", "its lock was lost"),
+        JobFinished("a", True, "completed", "tasks.noop", 0.25),
+        JobsCompleted(["a"]),
+        BatchSettled(),
+        WorkerExiting("stopped"),
+        EngineFailed(),
+        StoreRefused(StoreMisconfigured("no")),
+    ],
+)
+def test_a_report_crosses_the_pipe_as_it_was_made(report: Report) -> None:
+    got = decode_report(encode_report(report))
+    assert type(got) is type(report)
+    assert repr(got) == repr(report)

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lanner.worker.child import WorkerExiting
+from lanner.worker.child import WorkerExiting, send_report
 from lanner.worker.keeper import Keeper
 from lanner.worker.loop import WorkerLoop
 from lanner.worker.pool import WorkerPool, _Child
@@ -103,7 +103,7 @@ def test_a_clean_exit_with_jobs_left_is_settled_not_called_a_death(
     receive, send = context.Pipe(duplex=False)
     process = context.Process(target=_exit_at_once)
     process.start()
-    send.send(WorkerExiting("stopped"))
+    send_report(send, WorkerExiting("stopped"))
     send.close()
     process.join(10)
     assert process.pid is not None

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from lanner import fastjson
 from lanner.errors import (
     EngineUnavailable,
     InvalidState,
@@ -143,7 +144,7 @@ def job(obj: Mapping[str, Any]) -> Job:
 
 
 def jobs(reply: Any) -> list[Job]:
-    return [job(obj) for obj in as_list(json.loads(reply))]
+    return [job(obj) for obj in as_list(fastjson.loads(reply))]
 
 
 def outcomes(reply: Any) -> list[JobOutcome]:

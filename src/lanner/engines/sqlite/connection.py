@@ -41,6 +41,9 @@ from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.engines.sqlite.schema import connect, execute_when_free
 from lanner.errors import EngineUnavailable, LannerError, StoreMisconfigured
 
+_SYNCED_MODES: Final = frozenset({"full", "extra"})
+"""The `synchronous` modes whose commits wait for the disk (`write(synced=False)` skips it)."""
+
 logger = logging.getLogger("lanner.sqlite")
 
 FILE_CHECK_SEC: Final = 1.0
@@ -134,25 +137,44 @@ class Database:
             self._connection()
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: the file's write lock from the first statement to COMMIT."""
+    def write(self, *, synced: bool = True) -> Iterator[sqlite3.Connection]:
+        """A write transaction: the file's write lock from the first statement to COMMIT.
+
+        `synced=False` (a pop's): its COMMIT does not wait for the disk, as with
+        `synchronous=normal`: a power cut may undo it (the job is then popped again, which
+        at-least-once allows; its workers, on the same machine, are cut off too), a
+        process's crash never, and the next synced commit makes it durable with its own,
+        the WAL being synced whole."""
         with self._lock, _store_errors(self.path):
             conn = self._connection()
-            self._begin_immediate(conn)
+            if synced or self.options.synchronous not in _SYNCED_MODES:
+                with self._transaction(conn):
+                    yield conn
+                return
+            conn.execute("PRAGMA synchronous = NORMAL")
             try:
-                eventlog.begin(conn)  # EVENTS: collect them if somebody listens
-                yield conn
-                eventlog.flush(conn)
-                conn.execute("COMMIT")
-                self.commits += 1
-                self._committed.notify_all()
-            except BaseException:
-                # Also after a failed COMMIT: the connection must never stay mid-transaction.
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            finally:
-                eventlog.end()
+                with self._transaction(conn):
+                    yield conn
+            finally:  # whatever happened: every other commit is synced as configured
+                conn.execute(f"PRAGMA synchronous = {self.options.synchronous.upper()}")
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
+        self._begin_immediate(conn)
+        try:
+            eventlog.begin(conn)  # EVENTS: collect them if somebody listens
+            yield
+            eventlog.flush(conn)
+            conn.execute("COMMIT")
+            self.commits += 1
+            self._committed.notify_all()
+        except BaseException:
+            # Also after a failed COMMIT: the connection must never stay mid-transaction.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        finally:
+            eventlog.end()
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the file's write lock, retrying in short steps while another process has it

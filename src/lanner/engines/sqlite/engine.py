@@ -122,7 +122,8 @@ class SQLiteEngine(Engine):
     def _pop_once(self, command: checks.Pop) -> tuple[list[Job], tuple[int, int], float]:
         """One pop transaction; also the commit versions after it and when something falls
         due (`_due`)."""
-        with self.database.write() as conn:
+        # Not synced: a pop undone by a power cut is a job popped again (see `write`).
+        with self.database.write(synced=False) as conn:
             at = _clock(command)
             taken = pop.take(conn, command.queue, command.worker, command.limit, at)
             # Read under the write lock, so no commit can slip in unseen.

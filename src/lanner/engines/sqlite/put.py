@@ -124,18 +124,7 @@ def store(
         f"finished_at = NULL, history = {APPEND_HISTORY}",
         rows,
     )
-    replaced = [(job.jid,) for job in jobs if job.depends is not None and job.jid in existing]
-    conn.executemany("DELETE FROM dependencies WHERE jid = ?", replaced)
-    conn.executemany(
-        "INSERT INTO dependencies VALUES (?, ?)",
-        [(row["jid"], dep) for row in rows for dep in row["new_dependencies"]],
-    )
-    retagged = [(job.jid,) for job in jobs if job.tags is not None and job.jid in existing]
-    conn.executemany("DELETE FROM tags WHERE jid = ?", retagged)
-    conn.executemany(
-        "INSERT OR IGNORE INTO tags VALUES (?, ?, ?)",
-        [(tag, row["jid"], now) for row in rows for tag in row["new_tags"]],
-    )
+    _store_links(conn, jobs, rows, existing.keys(), now)
     register_queues(conn, sorted({job.queue for job in jobs}), now)
     if announce is not None and eventlog.listening():
         for job in jobs:
@@ -143,6 +132,26 @@ def store(
             holder = holders.pop(job.jid, announce)
             if holder != announce:
                 eventlog.emit("lock_lost", job.jid, worker=holder)
+
+
+def _store_links(
+    conn: sqlite3.Connection,
+    jobs: Sequence[NewJob],
+    rows: Sequence[Mapping[str, Any]],
+    existing: Set[str],
+    now: float,
+) -> None:
+    """The stored jobs' dependency and tag rows (a moved job's replaced when given)."""
+    # Each statement only when it has rows: an executemany of none still looks its
+    # statement up and steps it (about a microsecond each; most puts have none of these).
+    if replaced := [(job.jid,) for job in jobs if job.depends is not None and job.jid in existing]:
+        conn.executemany("DELETE FROM dependencies WHERE jid = ?", replaced)
+    if depending := [(row["jid"], dep) for row in rows for dep in row["new_dependencies"]]:
+        conn.executemany("INSERT INTO dependencies VALUES (?, ?)", depending)
+    if retagged := [(job.jid,) for job in jobs if job.tags is not None and job.jid in existing]:
+        conn.executemany("DELETE FROM tags WHERE jid = ?", retagged)
+    if tagged := [(tag, row["jid"], now) for row in rows for tag in row["new_tags"]]:
+        conn.executemany("INSERT OR IGNORE INTO tags VALUES (?, ?, ?)", tagged)
 
 
 def _job_row(

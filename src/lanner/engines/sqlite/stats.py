@@ -82,11 +82,14 @@ def uncount_failed(conn: sqlite3.Connection, failures: Iterable[tuple[str, float
 
 
 def _add(conn: sqlite3.Connection, field: Counter_, totals: Counter[tuple[int, str]]) -> None:
+    rows = [(day, queue, n) for (day, queue), n in totals.items() if n]
+    if not rows:
+        return  # most puts uncount nothing: no statement at all
     # `field` is one of three literals, never user input.
     conn.executemany(
         f"INSERT INTO daily (day, queue, {field}) VALUES (?, ?, ?) "
         f"ON CONFLICT DO UPDATE SET {field} = {field} + excluded.{field}",
-        [(day, queue, n) for (day, queue), n in totals.items() if n],
+        rows,
     )
 
 
