@@ -3,21 +3,20 @@
 `write` adds rows on the application's connection, in its transaction (the table is made
 there too on first use: DDL is transactional in SQLite). `SQLiteOutbox` is the relay's
 side: each call opens the file, does one short transaction and closes it again, so that
-no connection of the relay's thread is ever inherited by a forked worker (the lock is held
-across a fork, as the engine's own connections are closed, `engines/sqlite/connection.py`).
+no connection of the relay's thread is ever inherited by a forked worker (`forks.py`).
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Final
 
 from lanner.engines.sqlite.within import check_transaction
+from lanner.outbox.forks import FORK_LOCK
 from lanner.outbox.rows import OutboxRow, decode, encode
 from lanner.records import NewJob
 
@@ -75,7 +74,7 @@ class SQLiteOutbox:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with _FORK_LOCK:
+        with FORK_LOCK:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
                 conn.execute("BEGIN IMMEDIATE")
@@ -93,12 +92,3 @@ class SQLiteOutbox:
 def _has_table(conn: sqlite3.Connection) -> bool:
     found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,))
     return found.fetchone() is not None
-
-
-# A relay's connection is open only inside _transaction; a fork waits for it to close.
-_FORK_LOCK = threading.Lock()
-os.register_at_fork(
-    before=_FORK_LOCK.acquire,
-    after_in_parent=_FORK_LOCK.release,
-    after_in_child=_FORK_LOCK.release,
-)
