@@ -1,4 +1,4 @@
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.db import migrations, models
 
@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):  # type: ignore[misc]
     initial = True
     dependencies: ClassVar[list[tuple[str, str]]] = []
-    operations: ClassVar[list[migrations.Operation]] = [
+    operations: ClassVar[list[Any]] = [
         migrations.CreateModel(
             name="Order",
             fields=[

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.db import migrations, models
 
@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):  # type: ignore[misc]
     initial = True
     dependencies: ClassVar[list[tuple[str, str]]] = []
-    operations: ClassVar[list[migrations.Operation]] = [
+    operations: ClassVar[list[Any]] = [
         migrations.CreateModel(
             name="OutboxEntry",
             fields=[
