@@ -66,18 +66,18 @@ class SQLiteOutbox:
             conn.executemany("DELETE FROM lanner_outbox WHERE id = ?", [(id,) for id in ids])
 
     def count(self) -> int:
-        with self._transaction() as conn:
+        with self._transaction(write=False) as conn:
             if not _has_table(conn):
                 return 0
             (count,) = conn.execute("SELECT count(*) FROM lanner_outbox").fetchone()
             return int(count)
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, write: bool = True) -> Iterator[sqlite3.Connection]:
         with FORK_LOCK:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
                     yield conn
                     conn.execute("COMMIT")

@@ -38,7 +38,7 @@ from typing import Any
 from lanner import names
 from lanner.app import App
 from lanner.contrib.django import compat
-from lanner.contrib.django.results import task_result
+from lanner.contrib.django.results import relayed_result, task_result
 from lanner.contrib.django.tasks import lanner_task_for
 from lanner.engines import sqlite_path
 from lanner.errors import InvalidName, MalformedArgument
@@ -83,6 +83,10 @@ class LannerBackend(compat.BaseTaskBackend):  # type: ignore[misc]
         except InvalidName as error:
             raise compat.InvalidTask(str(error)) from None
         lanner_task_for(self, task)
+        if self.app.settings.broker.startswith("sqlite:"):
+            # Opened (its tables made) at the task's definition, outside any transaction:
+            # opening it first inside one that already wrote would wait for that one.
+            _ = self.app.engine
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         self.validate_task(task)
@@ -123,6 +127,13 @@ class LannerBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             job = self.app.engine.get(names.label(result_id, "result id"))
         except MalformedArgument:
             job = None
+        if job is None and self.outbox:
+            from lanner.contrib.django.outbox import find
+
+            waiting = find(self.database, result_id)  # committed, not yet relayed
+            django_task = _django_task(waiting[0].klass) if waiting is not None else None
+            if waiting is not None and django_task is not None:
+                return relayed_result(*waiting, self.alias, django_task)
         django_task = _django_task(job.klass) if job is not None else None
         if job is None or django_task is None:
             raise compat.TaskResultDoesNotExist(result_id)

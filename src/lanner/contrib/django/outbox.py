@@ -28,6 +28,14 @@ def write(database: str, jobs: Sequence[NewJob]) -> None:
     )
 
 
+def find(database: str, jid: str) -> tuple[NewJob, float] | None:
+    """The job of `jid` still in the outbox, and when it was written; None if none is."""
+    from lanner.contrib.django.models import OutboxEntry
+
+    entry = OutboxEntry.objects.using(database).filter(jid=jid).order_by("id").first()
+    return None if entry is None else (decode(entry.job), float(entry.written_at))
+
+
 class DjangoOutbox:
     """The relay's view of the outbox of the Django database `database`."""
 

@@ -25,6 +25,7 @@ from typing import Any
 from lanner.codec import JobIdentity, decode
 from lanner.contrib.django import compat
 from lanner.job import HistoryEvent, Job, JobState
+from lanner.records import NewJob
 
 _STATUS = {
     JobState.WAITING: "READY",
@@ -66,6 +67,31 @@ def task_result(job: Job, alias: str, django_task: Any) -> Any:
     if job.state == JobState.COMPLETE and job.result is not None:
         object.__setattr__(result, "_return_value", json.loads(job.result))
     return result
+
+
+def relayed_result(job: NewJob, written_at: float, alias: str, django_task: Any) -> Any:
+    """Django's `TaskResult` of a job still in the outbox: `READY`, enqueued when written."""
+    payload = decode(job.data, JobIdentity(job.jid, job.klass, job.queue))
+    enqueued = payload.app_data if isinstance(payload.app_data, dict) else {}
+    run_after = enqueued.get("run_after")
+    return compat.TaskResult(
+        task=django_task.using(
+            priority=enqueued.get("priority", job.priority or 0),
+            queue_name=enqueued.get("queue_name") or job.queue,
+            run_after=_datetime(run_after) if run_after is not None else None,
+        ),
+        id=job.jid,
+        status=compat.TaskResultStatus.READY,
+        enqueued_at=_datetime(written_at),
+        started_at=None,
+        last_attempted_at=None,
+        finished_at=None,
+        args=list(payload.args),
+        kwargs=dict(payload.kwargs),
+        backend=alias,
+        errors=[],
+        worker_ids=[],
+    )
 
 
 def class_path(group: str) -> str:

@@ -343,6 +343,10 @@ def _create_private(path: str) -> None:
 
 
 def _ensure_schema(conn: sqlite3.Connection, path: str, shared: bool = False) -> None:
+    if _up_to_date(conn):
+        # Only reads: an application's connection may hold the write lock now, in the
+        # transaction that publishes (`put_within`), and waiting for it would never end.
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
@@ -377,6 +381,15 @@ def _ensure_schema(conn: sqlite3.Connection, path: str, shared: bool = False) ->
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _up_to_date(conn: sqlite3.Connection) -> bool:
+    """Whether the file has this lanner's schema already."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version != SCHEMA_VERSION:
+        return False
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'")
+    return found.fetchone() is not None
 
 
 def _refuse_clashes(conn: sqlite3.Connection, path: str) -> None:
