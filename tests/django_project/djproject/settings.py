@@ -3,7 +3,10 @@ environment the tests set (LANNER_DJANGO_DB, LANNER_DJANGO_BROKER, LANNER_DJANGO
 LANNER_DJANGO_OUTBOX), so that the test process and its `manage.py lanner_worker`
 subprocess share them."""
 
+import importlib.util
 import os
+
+import django
 
 SECRET_KEY = "lanner-tests-only"
 DEBUG = False
@@ -14,9 +17,7 @@ INSTALLED_APPS = [
     "lanner.contrib.django",
     "shop",
 ]
-try:
-    import django.tasks  # noqa: F401
-except ImportError:  # Django 5.2: the django-tasks backport
+if importlib.util.find_spec("django.tasks") is None:  # Django 5.2: the django-tasks backport
     INSTALLED_APPS.insert(0, "django_tasks")
 DATABASES = {
     "default": {
@@ -25,7 +26,10 @@ DATABASES = {
         "OPTIONS": {"timeout": 30},
     }
 }
-EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+if django.VERSION >= (6, 1):  # EMAIL_BACKEND is deprecated there
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 TASKS = {
     "default": {
