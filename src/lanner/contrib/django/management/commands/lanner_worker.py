@@ -45,10 +45,13 @@ def lanner_worker(
         raise click.ClickException(f"TASKS[{alias!r}] is a {type(backend).__name__}, not "
                                    "lanner.contrib.django.LannerBackend")  # fmt: skip
     set_default_app(backend.app)
-    if queue_names or queue_file:
-        queues = choose_queues(backend.app, queue_names, queue_file)
-    else:
-        queues = backend.served_queues()
+    try:
+        if queue_names or queue_file:
+            queues = choose_queues(backend.app, queue_names, queue_file)
+        else:
+            queues = backend.served_queues()
+    except LannerError as error:
+        raise click.ClickException(str(error)) from None
     relay = None
     if backend.outbox:
         from lanner.contrib.django.outbox import DjangoOutbox
