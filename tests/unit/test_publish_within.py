@@ -180,3 +180,19 @@ def test_the_relay_thread(redis_app: lanner.App, app_db: str) -> None:
         jobs = redis_app.engine.pop("outbox-thread", "w1", 5, wait=LONG)
     assert sorted(job.jid for job in jobs) == sorted(handles)
     assert outbox.count() == 0
+
+
+def test_the_outbox_on_sqs(sqs_fresh_url: str, app_db: str) -> None:
+    app = lanner.App(broker=sqs_fresh_url)
+    try:
+        task = app.task(queue="outbox-sqs")(add)
+        conn = sqlite3.connect(app_db)
+        handle = app.publish_many([task.message(1, 2)], within=conn)[0]
+        conn.commit()
+        outbox = SQLiteOutbox(app_db)
+        assert relay_once(app.engine, outbox) == 1
+        (job,) = app.engine.pop("outbox-sqs", "w1", 1, wait=LONG)
+        assert (job.jid, job.klass) == (handle, task.name)
+        assert outbox.count() == 0
+    finally:
+        app.close()

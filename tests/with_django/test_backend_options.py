@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lanner.errors import ConfigError
+
+from .conftest import PROJECT
 
 
 def backend(options: dict[str, Any], queues: list[str] | None = None) -> Any:
@@ -49,3 +54,27 @@ def test_check_reports_queue_names_lanner_refuses(django_db: Path) -> None:
     assert "no spaces" in errors[0].msg
     with pytest.raises(ConfigError, match="no spaces"):  # manage.py lanner_worker says so
         checked.served_queues()
+
+
+def run_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", "lanner_worker", *args],
+        cwd=PROJECT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_command_takes_lanner_workers_options(django_db: Path) -> None:
+    shown = run_command("--help")
+    assert shown.returncode == 0, shown.stderr
+    for option in ("--backend", "--concurrency", "--queues-list", "--tasks-per-process",
+                   "--max-tasks-per-child", "--shutdown-timeout", "--metrics-port"):  # fmt: skip
+        assert option in shown.stdout
+    unknown = run_command("--backend", "nope")
+    assert unknown.returncode == 1
+    assert "TASKS['nope']" in unknown.stderr
+    assert len(unknown.stderr.strip().splitlines()) == 1
