@@ -4,8 +4,8 @@ A pass takes the oldest rows (counting each as tried, committed first), puts the
 in one `put_many` with `if_exists="keep"`, and deletes the rows. A relay that dies between
 its put and its delete leaves rows whose `tries` is above 0: the next pass looks their
 jids up first (LOOKUP) and puts only the jobs the broker does not hold, in whatever state
-(a job that already ran is not run again); where the broker cannot look jobs up (SQS), it
-puts them again, and `keep` still leaves a live one alone.
+(a job that already ran is not run again), with `if_exists="keep"` (a live one is left
+alone). SQS can do neither: there such rows are put again (at-least-once in that window).
 
 `OutboxRelay` runs passes in a thread of the worker command's supervisor process until
 stopped: at once while there are rows, every `interval` seconds when the outbox is empty,
@@ -47,7 +47,8 @@ def relay_once(engine: Engine, outbox: Outbox, *, limit: int = BATCH) -> int:
     if retried and Capability.LOOKUP in engine.capabilities:
         held = {job.jid for job in engine.multiget(retried)}
     now = time.time()
-    jobs = [due_job(row, now) for row in rows if row.job.jid not in held]
+    keep = "keep" if Capability.UNIQUE in engine.capabilities else "move"
+    jobs = [due_job(row, now, keep) for row in rows if row.job.jid not in held]
     if jobs:
         engine.put_many(jobs)
     outbox.delete([row.id for row in rows])
