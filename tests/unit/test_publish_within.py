@@ -97,6 +97,20 @@ def test_a_commit_wakes_a_blocked_pop(
     assert [job.jid for job in popped[0]] == [handle]
 
 
+def test_a_listener_hears_the_put_at_the_commit_only(shared_app: lanner.App, app_db: str) -> None:
+    task = shared_app.task(add)
+    with shared_app.engine.events() as stream:
+        conn = sqlite3.connect(app_db)
+        gone = shared_app.publish_many([task.message(1, 2)], within=conn)[0]
+        conn.rollback()
+        kept = shared_app.publish_many([task.message(3, 4)], within=conn)[0]
+        conn.commit()
+        event = stream.get(timeout=LONG)
+    assert event is not None
+    assert (event.kind, event.jid) == ("put", kept)
+    assert gone != kept
+
+
 def test_connections_that_cannot_join(shared_app: lanner.App, tmp_path: Path) -> None:
     task = shared_app.task(add)
     other = sqlite3.connect(tmp_path / "other.db")
