@@ -69,6 +69,7 @@ class Project:
             **os.environ,
             "LANNER_DJANGO_BROKER": self.broker,
             "LANNER_DJANGO_OUTBOX": "1" if self.outbox else "",
+            "LANNER_SETTINGS_MODULE": "djproject.lanner_settings",  # quick retries
             "PYTHONPATH": os.pathsep.join([str(PROJECT), os.environ.get("PYTHONPATH", "")]),
         }
 
@@ -116,12 +117,18 @@ def wait_for(what: Callable[[], Any], description: str, deadline: float = DEADLI
 
 
 def tasks_setting(broker: str, outbox: bool) -> dict[str, Any]:
+    """The project's TASKS (djproject/settings.py) on `broker`."""
     return {
         "default": {
             "BACKEND": "lanner.contrib.django.LannerBackend",
             "QUEUES": ["default", "ordered", "emails"],
             "OPTIONS": {"broker": broker, "outbox": outbox},
-        }
+        },
+        "retrying": {
+            "BACKEND": "lanner.contrib.django.LannerBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"broker": broker, "retries": 2},
+        },
     }
 
 

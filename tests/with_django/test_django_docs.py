@@ -208,3 +208,23 @@ def test_the_orm_in_a_worker(project: Project) -> None:
     Order.objects.create(item="tea")
     result = count_orders.enqueue()
     assert finished(count_orders, result.id).return_value == Order.objects.count()
+
+
+def test_retries_keep_each_runs_error(project: Project) -> None:
+    from shop.tasks import flaky
+
+    from lanner.contrib.django.compat import TaskResultStatus
+
+    result = flaky.enqueue(result_key())
+    done = finished(flaky, result.id)
+    assert done.status == TaskResultStatus.SUCCESSFUL
+    assert done.return_value == 3
+    assert done.attempts == 3
+    assert [error.exception_class for error in done.errors] == [ConnectionError] * 2
+    assert done.started_at < done.last_attempted_at
+
+
+def result_key() -> str:
+    import uuid
+
+    return uuid.uuid4().hex

@@ -31,14 +31,17 @@ if django.VERSION >= (6, 1):  # EMAIL_BACKEND is deprecated there
 else:
     EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+BROKER = os.environ.get("LANNER_DJANGO_BROKER", "sqlite:///db.sqlite3?shared=1")
 TASKS = {
     "default": {
         "BACKEND": "lanner.contrib.django.LannerBackend",
         "QUEUES": ["default", "ordered", "emails"],
-        "OPTIONS": {
-            "broker": os.environ.get("LANNER_DJANGO_BROKER", "sqlite:///db.sqlite3"),
-            "outbox": os.environ.get("LANNER_DJANGO_OUTBOX") == "1",
-        },
-    }
+        "OPTIONS": {"broker": BROKER, "outbox": os.environ.get("LANNER_DJANGO_OUTBOX") == "1"},
+    },
+    "retrying": {  # a failed run is retried twice (lanner's backoff) before it fails
+        "BACKEND": "lanner.contrib.django.LannerBackend",
+        "QUEUES": ["default"],
+        "OPTIONS": {"broker": BROKER, "retries": 2},
+    },
 }
 LANNER_DJANGO_LOG = os.environ.get("LANNER_DJANGO_LOG", "tasks.log")

@@ -6,6 +6,7 @@ and a few more the tests need."""
 import asyncio
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -70,3 +71,14 @@ def record(label: str) -> str:
 def count_orders() -> int:
     """The ORM in a worker process: Django is set up there."""
     return int(Order.objects.count())
+
+
+@task(backend="retrying")
+def flaky(key: str) -> int:
+    """Fails its first two runs, then succeeds (its runs counted in a file of its own)."""
+    runs = Path(settings.LANNER_DJANGO_LOG).with_name(f"flaky-{key}")
+    run = int(runs.read_text()) + 1 if runs.exists() else 1
+    runs.write_text(str(run))
+    if run < 3:
+        raise ConnectionError(f"run {run}: the mail server is away")
+    return run
