@@ -63,7 +63,7 @@ def venv_python(interpreter: str) -> Path:
     return python
 
 
-def test_the_django_tests_pass_on_django_6() -> None:
+def test_the_django_tests_pass_on_django_6(tmp_path: Path) -> None:
     interpreter = newer_python()
     if interpreter is None:
         if os.environ.get("CI") == "true":
@@ -79,7 +79,7 @@ def test_the_django_tests_pass_on_django_6() -> None:
     assert int(version.stdout.split(".")[0]) >= 6
     run = subprocess.run(
         [str(python), "-m", "pytest", "tests/with_django", "-q", "-p", "no:cacheprovider",
-         "-m", "not benchmark"],
+         "-m", "not benchmark", "--basetemp", str(tmp_path / "django6")],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -134,9 +134,11 @@ class LannerBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             django_task = _django_task(waiting[0].klass) if waiting is not None else None
             if waiting is not None and django_task is not None:
                 return relayed_result(*waiting, self.alias, django_task)
-        django_task = _django_task(job.klass) if job is not None else None
-        if job is None or django_task is None:
-            raise compat.TaskResultDoesNotExist(result_id)
+        if job is None:
+            raise compat.TaskResultDoesNotExist(f"{result_id}: no such job")
+        django_task = _django_task(job.klass)
+        if django_task is None:
+            raise compat.TaskResultDoesNotExist(f"{result_id}: {job.klass} is not a Django task")
         return task_result(job, self.alias, django_task)
 
     def check(self, **kwargs: Any) -> list[Any]:
