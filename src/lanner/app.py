@@ -21,6 +21,7 @@ LANNER_BROKER, or the default `sqlite:///lanner.db`), which logs where it publis
 from __future__ import annotations
 
 import logging
+import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -234,8 +235,10 @@ class App:
         jid: str | None = None,
         retries: int | None = None,
         unique: bool = False,
+        within: sqlite3.Connection | None = None,
     ) -> JobHandle:
-        """Publish one run of `task`; return its handle (the jid, a str).
+        """Publish one run of `task`; return its handle (the jid, a str). `within`: as
+        `publish_many`'s.
 
         With a `jid` of your own, publishing it again moves that job (new arguments, new
         place) while it waits, but never starts a second run of it while it runs
@@ -244,29 +247,55 @@ class App:
         """
         options = PublishOptions(queue, delay, priority, tags, depends, jid, retries, unique)
         message = Message(_task_class(task), tuple(args), kwargs or {}, app_data, options)
-        return self.publish_many([message])[0]
+        return self.publish_many([message], within=within)[0]
 
-    def publish_many(self, messages: Iterable[Message]) -> list[JobHandle]:
-        """Publish many runs in one engine round trip (all or none); return their handles."""
+    def publish_many(
+        self, messages: Iterable[Message], *, within: sqlite3.Connection | None = None
+    ) -> list[JobHandle]:
+        """Publish many runs in one engine round trip (all or none); return their handles.
+
+        `within`: the application's own `sqlite3` connection, whose open transaction the
+        jobs join: they exist once it commits, never if it rolls back. On the SQLite
+        engine that connection must be open on the broker's file (lanner's tables in the
+        application's database); on Redis or SQS the jobs are written to the outbox of
+        that connection's database, which `lanner worker --outbox` relays after the
+        commit (docs/integrations.md)."""
         if self.instruments:
             messages = list(messages)
             with instruments.publishing(self, messages):
-                return self._publish_many(messages, instruments.headers(self))
-        return self._publish_many(messages, None)
+                return self._publish_many(messages, instruments.headers(self), within)
+        return self._publish_many(messages, None, within)
 
     def _publish_many(
-        self, messages: Iterable[Message], headers: Mapping[str, str] | None
+        self,
+        messages: Iterable[Message],
+        headers: Mapping[str, str] | None,
+        within: sqlite3.Connection | None,
     ) -> list[JobHandle]:
         prepared = [(message, self._new_job(message, headers)) for message in messages]
         if self.eager:
             from lanner.eager import run_eagerly
 
             return [run_eagerly(self, job) for _, job in prepared]
+        jobs = [job for _, job in prepared]
         try:
-            jids = self.engine.put_many([job for _, job in prepared])
+            jids = self.engine.put_many(jobs) if within is None else self._put_within(within, jobs)
         except PayloadTooLarge as error:
             raise ChubbyTaskException(str(error)) from None
         return [JobHandle(jid, self) for jid in jids]
+
+    def _put_within(self, conn: sqlite3.Connection, jobs: list[NewJob]) -> list[str]:
+        from lanner.engines.sqlite import SQLiteEngine
+
+        engine = self.engine
+        if isinstance(engine, SQLiteEngine):
+            return engine.put_within(conn, jobs)
+        from lanner import checks
+        from lanner.outbox import sqlite as outbox
+
+        checked = checks.put_many(jobs, None, engine.max_data_bytes)  # refused now, not later
+        outbox.write(conn, checked.jobs)
+        return [job.jid for job in checked.jobs]
 
     async def apublish_many(self, messages: Iterable[Message]) -> list[JobHandle]:
         """`publish_many()` for async code: the engine's round trip (or an eager run) is

@@ -562,6 +562,7 @@ def _register_workflow_benchmarks() -> None:
 
 _register_workflow_benchmarks()
 
+
 @bench.command("depth")
 @_store_url_option("Store to fill")
 @click.option("--depths", default="1000,100000,1000000", show_default=True, metavar="N,N,...",
@@ -589,3 +590,56 @@ def depth_command(url: str | None, depths: str, queues: int, samples: int, as_js
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
         Console().print(depth_table(result))
+
+
+@bench.command("transactional")
+@click.option("--broker", metavar="URL",
+              help="Redis or SQS (through the outbox); default: SQLite, the application's "
+                   "own database file.")  # fmt: skip
+@click.option("-n", "--transactions", type=BoundedInt(2, limits.MAX_RUN_JOBS), default=1000,
+              show_default=True, help="Transactions, every other one rolled back.")  # fmt: skip
+@click.option("--kill-ms", type=click.FloatRange(min=1), default=100.0, show_default=True,
+              help="Each publisher is killed at a random time up to this.")  # fmt: skip
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
+              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@click.option("--seed", type=int, help="Seed of the kill times.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def transactional_command(
+    broker: str | None,
+    transactions: int,
+    kill_ms: float,
+    concurrency: int,
+    seed: int | None,
+    as_json: bool,
+) -> None:
+    """Publish within transactions (half rolled back) while the publisher is killed at
+    random points; check that exactly the committed jobs ran, each once (exit 1 if not)."""
+    from lanner.bench.transactional import run_transactional
+
+    try:
+        with exit_on_sigterm():
+            result = run_transactional(
+                broker, transactions, kill_ms=kill_ms, concurrency=concurrency, seed=seed
+            )
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        table = Table(title=f"lanner transactional publishing, {transactions} transactions")
+        table.add_column("measurement")
+        table.add_column("result", justify="right")
+        for label, value in (
+            ("committed", result.committed),
+            ("rolled back", result.rolled_back),
+            ("publishers killed", result.publishers_killed),
+            ("jobs run", result.ran),
+            ("committed, never run", len(result.missing)),
+            ("run, never committed", len(result.unexpected)),
+            ("run more than once", len(result.duplicated)),
+            ("seconds", f"{result.seconds:.1f}"),
+        ):
+            table.add_row(label, str(value))
+        Console().print(table)
+    if not result.ok:
+        raise SystemExit(1)

@@ -105,7 +105,12 @@ class Database:
     def _open(self) -> None:
         self._close()
         try:
-            self._conn = connect(self.path, self.options.synchronous, self.options.busy_timeout)
+            self._conn = connect(
+                self.path,
+                self.options.synchronous,
+                self.options.busy_timeout,
+                shared=bool(self.options.shared),
+            )
             found = os.stat(self.path)
         except (sqlite3.Error, OSError) as error:
             self._close()

@@ -14,12 +14,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 from lanner import checks
 from lanner.engine import Capability, Engine
 from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import (
+    eventlog,
     fanout,
     jobs,
     limits,
@@ -30,6 +32,7 @@ from lanner.engines.sqlite import (
     rows,
     stats,
     tags,
+    within,
     workers,
 )
 from lanner.engines.sqlite.connection import Database
@@ -42,6 +45,7 @@ from lanner.records import (
     ConfigValue,
     JobOutcome,
     JobPage,
+    NewJob,
     QueueCounts,
     QueueStats,
     QueueUsage,
@@ -110,6 +114,30 @@ class SQLiteEngine(Engine):
             copies = fanout.copies(conn, checked.jobs)
             admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
             put.store(conn, admitted, checked.now, config, announce=checked.worker)
+        return [job.jid for job in checked.jobs]
+
+    def put_within(
+        self, conn: sqlite3.Connection, jobs: Sequence[NewJob], *, now: float | None = None
+    ) -> list[str]:
+        """`put_many` on the caller's own connection, inside the caller's transaction
+        (docs/integrations.md): the jobs show when the caller commits, and never if it
+        rolls back. `conn` must be open on this engine's file (the application's database
+        holding lanner's tables) and in a transaction, or about to begin one at its next
+        write (sqlite3's default, implicit transactions). Its commit wakes blocked pops as
+        any commit does: it writes the file's WAL (`connection.py`)."""
+        checked = checks.put_many(jobs, now, self.max_data_bytes)
+        within.check_connection(conn, self.path)
+        if not checked.jobs:
+            return []
+        eventlog.begin(conn)  # EVENTS: they commit with the caller's transaction
+        try:
+            config = settings.read_all(conn)
+            copies = fanout.copies(conn, checked.jobs)
+            admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
+            put.store(conn, admitted, checked.now, config, announce="")
+            eventlog.flush(conn)
+        finally:
+            eventlog.end()
         return [job.jid for job in checked.jobs]
 
     # -- taking work ----------------------------------------------------------------------

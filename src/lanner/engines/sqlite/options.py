@@ -21,12 +21,16 @@ class SQLiteOptions:
     max_data_bytes  the largest job data `put` accepts.
     poll_interval   longest pause between two checks for a commit of a blocked `pop`, where
                     the file cannot be watched (not Linux; seconds).
+    shared          1: the file may be the application's own database, to which lanner adds
+                    its tables (publishing within the application's transactions,
+                    docs/integrations.md); 0 (default): lanner's file only.
     """
 
     synchronous: str = "full"
     busy_timeout: float = 30.0
     max_data_bytes: int = 10 * 1024 * 1024
     poll_interval: float = 0.002
+    shared: int = 0
 
     def __post_init__(self) -> None:
         if self.synchronous not in SYNCHRONOUS_MODES:
@@ -37,6 +41,8 @@ class SQLiteOptions:
         for name in ("busy_timeout", "poll_interval"):
             if not getattr(self, name) > 0:
                 raise MalformedArgument(f"{name} must be > 0 seconds")
+        if self.shared not in (0, 1):
+            raise MalformedArgument(f"shared must be 0 or 1, not {self.shared}")
         if self.max_data_bytes < 2:
             raise MalformedArgument("max_data_bytes must be at least 2")
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import time
 from typing import Final
@@ -275,8 +276,11 @@ FROM jobs WHERE queue != '' GROUP BY queue;
 SYNCHRONOUS_MODES: Final = ("off", "normal", "full", "extra")
 
 
-def connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
-    """Open (creating if needed, mode 0600) and check the database at `path`."""
+def connect(
+    path: str, synchronous: str, busy_timeout: float, *, shared: bool = False
+) -> sqlite3.Connection:
+    """Open (creating if needed, mode 0600) and check the database at `path`. `shared`:
+    the file may be an application's database, to which lanner adds its tables."""
     if sqlite3.sqlite_version_info < MIN_SQLITE:
         raise SchemaError(
             f"lanner needs SQLite >= {'.'.join(map(str, MIN_SQLITE))}; "
@@ -296,7 +300,7 @@ def connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connect
         execute_when_free(conn, "PRAGMA journal_mode = WAL", busy_timeout)
         conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
         conn.execute("PRAGMA foreign_keys = OFF")
-        _ensure_schema(conn, path)
+        _ensure_schema(conn, path, shared)
     except BaseException:
         conn.close()
         raise
@@ -338,7 +342,11 @@ def _create_private(path: str) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
-def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
+def _ensure_schema(conn: sqlite3.Connection, path: str, shared: bool = False) -> None:
+    if _up_to_date(conn):
+        # Only reads: an application's connection may hold the write lock now, in the
+        # transaction that publishes (`put_within`), and waiting for it would never end.
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         (version,) = conn.execute("PRAGMA user_version").fetchone()
@@ -348,7 +356,9 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
         ).fetchone()
         # Every version of lanner's schema has `jobs`; a file without it, whatever its
         # user_version says, is another application's.
-        if not has_jobs if version else objects:
+        if shared and not version:
+            _refuse_clashes(conn, path)
+        elif not has_jobs if version else objects:
             raise SchemaError(
                 f"{path} is an SQLite database that lanner did not create: name another "
                 "file in the broker URL (sqlite:///PATH), or move this one away"
@@ -371,6 +381,32 @@ def _ensure_schema(conn: sqlite3.Connection, path: str) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _up_to_date(conn: sqlite3.Connection) -> bool:
+    """Whether the file has this lanner's schema already."""
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    if version != SCHEMA_VERSION:
+        return False
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'")
+    return found.fetchone() is not None
+
+
+def _refuse_clashes(conn: sqlite3.Connection, path: str) -> None:
+    """In an application's database (`shared`), refuse to make lanner's tables where one
+    of their names is taken."""
+    ours = {
+        found.group(1)
+        for found in re.finditer(
+            r"CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX|TRIGGER|VIEW)\s+(\w+)", SCHEMA, re.I
+        )
+    }
+    taken = sorted(ours & {name for (name,) in conn.execute("SELECT name FROM sqlite_master")})
+    if taken:
+        raise SchemaError(
+            f"{path} already has {', '.join(taken)}: lanner cannot add its tables beside the "
+            "application's (shared=1); name another file in the broker URL"
+        )
 
 
 def _statements(script: str) -> list[str]:
