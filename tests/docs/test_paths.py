@@ -4,7 +4,8 @@ or docs/ names (in backquotes) exists.
 A name matches when it is the end of a tracked path (`engines/sqlite/put.py`,
 `put.py`, `tests/chaos/`), so the tables of docs/layout.md may name modules relative to
 their section's folder. Paths in other projects' repositories are listed below with the
-repository they belong to.
+repository they belong to, and files of the reader's own project that a walkthrough has
+them make.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ OTHER_PROJECTS = {
     "test/": "seomoz/qless-core",
     "kale/tests/test_task.py": "Nextdoor/ndkale",
     "example/": "Nextdoor/ndkale",
+    "shop_site/settings.py": "the Django project docs/integrations.md starts",
 }
 
 
