@@ -101,6 +101,30 @@ def test_a_run_continues_the_trace_of_its_publish(app: lanner.App, spans: Spans)
     assert process.status.status_code is StatusCode.UNSET
 
 
+def test_an_async_publish_is_a_child_of_the_span_it_is_awaited_in(
+    app: lanner.App, spans: Spans
+) -> None:
+    """`adelay` publishes in a thread: the awaiting handler's span goes along."""
+    provider, exporter = spans
+    otel.instrument(app, provider)
+
+    @app.task(queue="emails")
+    def send(to: str) -> None: ...
+
+    async def handler() -> str:
+        with provider.get_tracer("test").start_as_current_span("POST /signup"):
+            return await send.adelay("a@example.com")
+
+    asyncio.run(handler())
+    assert lanner.drain(app) == 1
+    [request] = named(exporter, "POST /signup")
+    [publish] = named(exporter, "send emails")
+    [process] = named(exporter, "process emails")
+    assert publish.parent is not None
+    assert publish.parent.span_id == request.context.span_id
+    assert process.context.trace_id == request.context.trace_id
+
+
 def test_a_retry_links_to_the_try_before_it_on_redis(redis_app: lanner.App, spans: Spans) -> None:
     test_a_retry_links_to_the_try_before_it(redis_app, spans)
 
