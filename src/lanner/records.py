@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -20,6 +21,39 @@ running or stalled): `move` it (qless's put: its lock is dropped), `keep` it as 
 store nothing (a unique job), or move it unless it is running (`InvalidState` then)."""
 
 
+class RateLimit(NamedTuple):
+    """FLOW: at most `limit` runs start in any `period` seconds among the jobs naming `bucket`."""
+
+    bucket: str
+    limit: int
+    period: float
+
+
+class Flow(NamedTuple):
+    """FLOW: what holds a job back before it runs (docs/flow-control.md).
+
+    At most `max_concurrency` jobs naming `concurrency_key` run at once, anywhere (0: no
+    cap); and each of `rates` lets it start only while its bucket has room. The store
+    checks both when a pop reaches the job: a job over a rate waits, scheduled for when
+    the bucket has room again; one over its key's cap waits aside until a job of the key
+    stops running.
+    """
+
+    concurrency_key: str | None = None
+    max_concurrency: int = 0
+    rates: tuple[RateLimit, ...] = ()
+
+    def encoded(self) -> str:
+        """The JSON text engines store with the job: {"c": key, "m": cap, "r": [[bucket,
+        limit, period], ...]}, members left out when empty."""
+        spec: dict[str, object] = {}
+        if self.concurrency_key is not None and self.max_concurrency > 0:
+            spec["c"], spec["m"] = self.concurrency_key, self.max_concurrency
+        if self.rates:
+            spec["r"] = [list(rate) for rate in self.rates]
+        return json.dumps(spec, separators=(",", ":"))
+
+
 class NewJob(NamedTuple):
     """The arguments of one `put`, for `put_many` (and how engines carry a checked put)."""
 
@@ -34,6 +68,7 @@ class NewJob(NamedTuple):
     depends: Sequence[str] | None = None
     if_exists: str = "move"  # one of IF_EXISTS
     expires_at: float | None = None  # LIMITS: dropped, never handed out, from this Unix time
+    flow: Flow | None = None  # FLOW: rate limits and a concurrency key
 
 
 NO_DETAILS: Final[Mapping[str, str]] = MappingProxyType({})

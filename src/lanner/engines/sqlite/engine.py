@@ -21,6 +21,7 @@ from lanner.engine import Capability, Engine
 from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import (
     fanout,
+    flow,
     jobs,
     limits,
     pop,
@@ -109,6 +110,7 @@ class SQLiteEngine(Engine):
             copies = fanout.copies(conn, checked.jobs)
             admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
             put.store(conn, admitted, checked.now, config, announce=checked.worker)
+            flow.store(conn, admitted)
         return [job.jid for job in checked.jobs]
 
     # -- taking work ----------------------------------------------------------------------

@@ -37,6 +37,23 @@ local function if_exists(value, name)
   return value
 end
 
+-- FLOW's put option: JSON text {c = key, m = cap, r = {{bucket, limit,
+-- period}, ...}}, kept as given once its shape is checked.
+local function flow_spec(value, name)
+  local spec = Args.json(value, name)
+  local valid = type(spec) == 'table' and (spec.c == nil
+    or (type(spec.c) == 'string' and spec.c ~= '' and type(spec.m) == 'number' and spec.m >= 1))
+  for _, rate in ipairs(valid and spec.r or {}) do
+    valid = valid and type(rate) == 'table' and type(rate[1]) == 'string' and rate[1] ~= ''
+      and type(rate[2]) == 'number' and rate[2] >= 1 and type(rate[3]) == 'number'
+      and rate[3] > 0
+  end
+  if not valid then
+    raise('Malformed %s: {c: key, m: cap, r: [[bucket, limit, period]...]} is required', name)
+  end
+  return value
+end
+
 local PUT_OPTIONS = {
   priority = Args.number,
   tags = Args.string_list,
@@ -44,6 +61,7 @@ local PUT_OPTIONS = {
   depends = Args.string_list,
   if_exists = if_exists,
   expires_at = Args.number,
+  flow = flow_spec,
 }
 
 -------------------------------------------------------------------------------
@@ -429,6 +447,9 @@ local function parse_spec(worker, spec)
   end
   if spec.expires_at ~= nil then
     options.expires_at = Args.number(spec.expires_at, 'expires_at')
+  end
+  if spec.flow ~= nil then
+    options.flow = flow_spec(spec.flow, 'flow')
   end
   return {
     worker = worker,

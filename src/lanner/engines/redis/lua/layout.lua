@@ -3,7 +3,7 @@
 -------------------------------------------------------------------------------
 -- Assembled by lanner.engines.redis.script.build_script() from, in order:
 -- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
--- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, lanner.lua,
+-- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, flow.lua, lanner.lua,
 -- api.lua.
 --
 -- CALLING CONVENTION

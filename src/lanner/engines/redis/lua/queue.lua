@@ -425,6 +425,12 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   if spawned_from ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'spawned_from_jid', spawned_from
   end
+  if options.flow ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_flow', options.flow
+    Flow.mark(queue)
+  elseif old ~= nil then
+    redis.call('hdel', key, 'lanner_flow')
+  end
   local expires_at = Limits.expiry(now, queue, options.expires_at)
   if expires_at ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'lanner_expires_at', Num.str(expires_at)
@@ -690,7 +696,11 @@ function Queue.pop(now, queue, worker, count)
   -- in this call, so the reply is built without reading them back.
   local locked = {}
   local batch = { work = {}, locks = {} }
-  local dropped, capped = 0, false
+  local dropped, capped, held = 0, false, 0
+  local flows = #taken < limit and Flow.active(queue)
+  if flows then
+    Flow.unpark(queue)
+  end
   if #taken < limit then
     -- Reads -work from its front, in rounds: each locks what it can, then
     -- drops what had expired (which may release jobs that depended on it),
@@ -699,13 +709,15 @@ function Queue.pop(now, queue, worker, count)
     while #taken < limit do
       local want = limit - #taken
       local jids = redis.call('zrevrange', work, 0, want - 1)
-      local expired, dangling = {}, {}
+      local expired, dangling, held_now = {}, {}, 0
       for _, jid in ipairs(jids) do
         local job = Job.load(jid, Job.POP_FIELDS)
         if job == nil then
           dangling[#dangling + 1] = jid
         elseif past_expiry(job, now) then
           expired[#expired + 1] = jid
+        elseif flows and not Flow.admit(now, queue, jid) then
+          held_now = held_now + 1
         else
           lock(now, queue, worker, job, true, batch)
           taken[#taken + 1] = jid
@@ -719,8 +731,9 @@ function Queue.pop(now, queue, worker, count)
         Limits.drop(now, Job.load(jid), 'expired')
       end
       dropped = dropped + #expired
-      capped = dropped >= EXPIRE_BATCH
-      if capped or (#jids < want and #expired == 0) then
+      held = held + held_now
+      capped = dropped >= EXPIRE_BATCH or held >= Flow.HELD_CAP
+      if capped or (#jids < want and #expired == 0 and held_now == 0) then
         break
       end
     end

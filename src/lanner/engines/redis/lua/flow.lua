@@ -1,0 +1,166 @@
+-------------------------------------------------------------------------------
+-- flow.lua: FLOW, rate limits and concurrency keys, checked by pop.
+-------------------------------------------------------------------------------
+-- A job put with a flow keeps it in its hash (lanner_flow: JSON {c = key,
+-- m = cap, r = {{bucket, limit, period}, ...}}) and marks its queue
+-- (ql:q:<queue>-flow). Only a pop of a marked queue reads lanner_flow; other
+-- queues pay one EXISTS per pop and per lock released.
+--
+-- Concurrency: ql:lanner:flow:slots:<key> (ZSET jid -> when popped) holds
+-- the jobs of the key popped since; those no longer running or stalled are
+-- pruned when the key is counted, so a slot is the job's, not a worker's: it
+-- follows the job through a dead worker's lock running out to its next
+-- worker, and is free once the job is anything else, whatever command made it
+-- so. A job whose key is full is parked: out of -work, into
+-- ql:q:<queue>-parked:<key> (ZSET, its -work score), still `waiting`; the
+-- queue's ql:q:<queue>-parked (HASH key -> cap) lists the keys parked. Each
+-- pop of the queue first puts back as many parked jobs as their keys have
+-- free slots, and a lock released in a queue with parked jobs wakes a worker.
+--
+-- Rates: ql:lanner:flow:starts:<bucket> (ZSET) holds the starts of the last
+-- period (member <jid>:<now>, score: when) and the reservations of jobs held
+-- for it (member r:<jid>, score: when it may start). A job finds room when
+-- fewer than `limit` entries fall in (now - period, now]; else it is
+-- scheduled for when the limit-th latest entry (reservations included) is a
+-- period old, with a reservation there, so that the jobs held come back
+-- `limit` at a time, in order, behind those held before them.
+-- The key expires a period after its latest entry.
+
+-- At most this many jobs a pop holds back (then a token is left for more).
+Flow.HELD_CAP = 1000
+
+-- Keys whose slots this call has pruned (a key is pruned once per call).
+local pruned
+per_call(function()
+  pruned = nil
+end)
+
+-- How many jobs hold a slot of `key`.
+local function slots_used(key)
+  local slots = Keys.flow_slots(key)
+  if pruned == nil then
+    pruned = {}
+  end
+  if not pruned[key] then
+    pruned[key] = true
+    local stale = {}
+    for _, jid in ipairs(redis.call('zrange', slots, 0, -1)) do
+      local state = redis.call('hget', Keys.job(jid), 'state')
+      if state ~= 'running' and state ~= 'stalled' then
+        stale[#stale + 1] = jid
+      end
+    end
+    if #stale > 0 then
+      redis.call('zrem', slots, unpack(stale))
+    end
+  end
+  return redis.call('zcard', slots)
+end
+
+-- When `bucket` has room for `jid` (now if it has): its own reservation, if
+-- any, is given up first.
+local function room_at(now, jid, bucket, limit, period)
+  local key = Keys.flow_starts(bucket)
+  redis.call('zremrangebyscore', key, '-inf', now - period)
+  redis.call('zrem', key, 'r:' .. jid)
+  if redis.call('zcount', key, '(' .. Num.str(now - period), Num.str(now)) < limit then
+    return now
+  end
+  -- Reservations later than now count too: a job held now goes behind them.
+  local count = redis.call('zcard', key)
+  local nth = redis.call('zrange', key, count - limit, count - limit, 'WITHSCORES')
+  return math.max(now, tonumber(nth[2]) + period)
+end
+
+local function add_entry(now, bucket, member, at, period)
+  local key = Keys.flow_starts(bucket)
+  redis.call('zadd', key, at, member)
+  redis.call('pexpire', key, math.ceil((at - now + period) * 1000) + 1000)
+end
+
+-- Whether a queue has flow jobs (its pops then call Flow.admit).
+function Flow.active(queue)
+  return redis.call('exists', Keys.queue(queue, 'flow')) == 1
+end
+
+-- Put marks the queue of a job given a flow.
+function Flow.mark(queue)
+  redis.call('set', Keys.queue(queue, 'flow'), '1')
+end
+
+-- Back to -work: as many parked jobs of each key as it has free slots.
+function Flow.unpark(queue)
+  local keys = redis.call('hgetall', Keys.queue(queue, 'parked'))
+  for index = 1, #keys, 2 do
+    local key, cap = keys[index], tonumber(keys[index + 1])
+    local free = cap - slots_used(key)
+    local parked = Keys.parked(queue, key)
+    while free > 0 do
+      local back = redis.call('zpopmax', parked, free)
+      if #back == 0 then
+        break
+      end
+      for at = 1, #back, 2 do
+        -- A parked job moved or cancelled since is not brought back.
+        local jid = back[at]
+        if redis.call('hget', Keys.job(jid), 'state') == 'waiting'
+            and redis.call('hget', Keys.job(jid), 'queue') == queue then
+          Queue.place(queue, jid)
+          free = free - 1
+        end
+      end
+    end
+    if redis.call('exists', parked) == 0 then
+      redis.call('hdel', Keys.queue(queue, 'parked'), key)
+    end
+  end
+end
+
+-- Whether the flow of `jid`, read from -work by a pop, lets it run now. If it
+-- does, its slot and starts are taken; if not, it is parked or scheduled (out
+-- of -work either way) and false returned.
+function Flow.admit(now, queue, jid)
+  local text = redis.call('hget', Keys.job(jid), 'lanner_flow')
+  if not text then
+    return true
+  end
+  local spec = cjson.decode(text)
+  local key = spec.c
+  if key ~= nil and redis.call('zscore', Keys.flow_slots(key), jid) == false
+      and slots_used(key) >= spec.m then
+    local work = Keys.queue(queue, 'work')
+    local score = redis.call('zscore', work, jid)
+    redis.call('zrem', work, jid)
+    redis.call('zadd', Keys.parked(queue, key), score, jid)
+    redis.call('hset', Keys.queue(queue, 'parked'), key, spec.m)
+    return false
+  end
+  local rates = spec.r or {}
+  local due = now
+  for _, rate in ipairs(rates) do
+    due = math.max(due, room_at(now, jid, rate[1], rate[2], rate[3]))
+  end
+  if due > now then
+    for _, rate in ipairs(rates) do
+      add_entry(now, rate[1], 'r:' .. jid, due, rate[3])
+    end
+    redis.call('zrem', Keys.queue(queue, 'work'), jid)
+    redis.call('hmset', Keys.job(jid), 'state', 'scheduled', 'time', due)
+    redis.call('zadd', Keys.queue(queue, 'scheduled'), due, jid)
+    return false
+  end
+  for _, rate in ipairs(rates) do
+    add_entry(now, rate[1], jid .. ':' .. Num.str(now), now, rate[3])
+  end
+  if key ~= nil then
+    redis.call('zadd', Keys.flow_slots(key), now, jid)
+  end
+  return true
+end
+
+-- A lock was given up in `queue`: a parked job may run now.
+function Flow.lock_released(queue)
+  if redis.call('exists', Keys.queue(queue, 'parked')) == 1 then
+    Lanner.notify(queue, 1)
+  end
+end
