@@ -36,6 +36,7 @@ from lanner.errors import (
     MalformedArgument,
     PayloadTooLarge,
 )
+from lanner.flow import FlowOptions, KeySpec, flow_of
 from lanner.handle import JobHandle
 from lanner.messages import Message, PublishOptions
 from lanner.queues import QueueConfig
@@ -177,6 +178,10 @@ class App:
         priority: int = 0,
         name: str | None = None,
         result: bool | None = None,
+        rate_limit: str | None = None,
+        rate_key: KeySpec = None,
+        concurrency_key: KeySpec = None,
+        max_concurrency: int | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(
@@ -191,6 +196,10 @@ class App:
         priority: int = 0,
         name: str | None = None,
         result: bool | None = None,
+        rate_limit: str | None = None,
+        rate_key: KeySpec = None,
+        concurrency_key: KeySpec = None,
+        max_concurrency: int | None = None,
     ) -> Any:
         """Decorate a function (or an `async def` one) as a task, with or without arguments.
 
@@ -199,9 +208,14 @@ class App:
         (None: no limit; its lock is kept by heartbeats as long as it runs).
         `target_runtime`: seconds past which a run is logged as slow (None: its time limit).
         `result`: whether its jobs keep what it returns (None: the app's `results`).
+        `rate_limit`, `rate_key`, `concurrency_key`, `max_concurrency`: FLOW, held by the
+        store across all workers (docs/flow-control.md).
         docs/tasks.md has the table of defaults."""
+        flow = None
+        if rate_limit or rate_key or concurrency_key or max_concurrency:
+            flow = FlowOptions(rate_limit, rate_key, concurrency_key, max_concurrency).check()
         options = TaskOptions(
-            queue, max_retries, time_limit, target_runtime, priority, name, result
+            queue, max_retries, time_limit, target_runtime, priority, name, result, flow
         )
 
         def decorate(function: Callable[P, R]) -> TaskFunction[P, R]:
@@ -293,6 +307,14 @@ class App:
             retries=retries,
             depends=options.depends,
             if_exists=self._if_exists(chosen, options.unique),
+            flow=flow_of(
+                task,
+                options.flow,
+                queue,
+                config.rate_limit if config is not None else None,
+                message.args,
+                message.kwargs,
+            ),
         )
 
     def _if_exists(self, chosen_jid: bool, unique: bool) -> str:

@@ -34,7 +34,7 @@ import re
 import time
 import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -112,6 +112,17 @@ class Task:
     """Exceptions that are never retried: the job fails at once."""
     app: ClassVar[App | None] = None
     """The app that publishes it; None: the default app, built from configuration."""
+    rate_limit: ClassVar[str | None] = None
+    """FLOW: at most this many runs start per period, across all workers ("100/m"; per s,
+    m, h or d); None: no limit (docs/flow-control.md)."""
+    rate_key: ClassVar[str | Callable[..., object] | None] = None
+    """The bucket `rate_limit` counts in: a str, or a callable of the run's arguments whose
+    value names it (jobs naming the same key share it); None: the task's own."""
+    concurrency_key: ClassVar[str | Callable[..., object] | None] = None
+    """The key `max_concurrency` counts running jobs of (a str or a callable of the run's
+    arguments, as `rate_key`); None: the task's own."""
+    max_concurrency: ClassVar[int | None] = None
+    """FLOW: at most this many jobs of its concurrency key run at once, anywhere."""
     keep_result: ClassVar[bool | None] = None
     """Whether its jobs keep what `run_task` returns (`handle.result()`); None: the app's
     `results` setting."""

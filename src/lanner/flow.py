@@ -1,0 +1,137 @@
+"""FLOW at publish: a task's rate limits and concurrency key made into the job's `Flow`.
+
+`@app.task(rate_limit="100/m", rate_key=..., concurrency_key=..., max_concurrency=N)`, the
+same names as Kale-style `Task` class attributes, and `.options(...)` per publish; a
+queue's `rate_limit` (queue config) adds a limit shared by every job of the queue. A key
+is a string, or a callable given the task's arguments (`lambda user_id, **_: user_id`),
+whose value (made a str) names the key: jobs naming the same key share its limit and its
+slots, whatever their task. Without a key, a task's limit and cap are its own (the key is
+the task's name). The store enforces them (docs/flow-control.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from lanner import limits
+from lanner.errors import ConfigError
+from lanner.names import label
+from lanner.records import Flow, RateLimit
+
+if TYPE_CHECKING:
+    from lanner.task import Task
+
+KeySpec: TypeAlias = str | Callable[..., object] | None
+"""A key: a str, or a callable of the task's arguments whose value names it."""
+
+_PERIODS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_RATE: Final = re.compile(r"\s*(\d+)\s*/\s*(\d*(?:\.\d+)?)\s*(s|m|h|d)\s*")
+
+
+def parse_rate(text: object, what: str = "rate_limit") -> tuple[int, float]:
+    """`"100/m"` -> (100, 60.0): runs per period; the period is s, m, h or d, maybe with a
+    count (`"5/10s"`: 5 per 10 seconds)."""
+    found = _RATE.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise ConfigError(f'{what} must look like "100/m" (runs per s, m, h or d), not {text!r}')
+    limit = int(found.group(1))
+    period = float(found.group(2) or 1) * _PERIODS[found.group(3)]
+    if not 1 <= limit <= limits.MAX_RATE_LIMIT or not 0 < period <= limits.MAX_RATE_PERIOD_SEC:
+        raise ConfigError(
+            f"{what} {text!r} is out of bounds: 1 to {limits.MAX_RATE_LIMIT} runs per period "
+            f"of at most {limits.MAX_RATE_PERIOD_SEC:g} s"
+        )
+    return limit, period
+
+
+@dataclass(frozen=True, slots=True)
+class FlowOptions:
+    """What `@app.task(...)`, `.options(...)` or a Task class set (None: not set)."""
+
+    rate_limit: str | None = None
+    rate_key: KeySpec = None
+    concurrency_key: KeySpec = None
+    max_concurrency: int | None = None
+
+    def check(self) -> FlowOptions:
+        """Self, checked when declared (keys are checked at publish, once made)."""
+        if self.rate_limit is not None:
+            parse_rate(self.rate_limit)
+        cap = self.max_concurrency
+        if cap is not None and (
+            isinstance(cap, bool)
+            or not isinstance(cap, int)
+            or not 1 <= cap <= limits.MAX_CONCURRENCY_PER_KEY
+        ):
+            raise ConfigError(
+                f"max_concurrency must be an int from 1 to {limits.MAX_CONCURRENCY_PER_KEY}, "
+                f"not {cap!r}"
+            )
+        if self.concurrency_key is not None and cap is None:
+            raise ConfigError("concurrency_key needs max_concurrency")
+        if self.rate_key is not None and self.rate_limit is None:
+            raise ConfigError("rate_key needs rate_limit")
+        return self
+
+
+def task_flow(task: type[Task], given: FlowOptions | None) -> FlowOptions:
+    """The task's class attributes, overridden by what a publish gave."""
+    declared = FlowOptions(
+        getattr(task, "rate_limit", None),
+        getattr(task, "rate_key", None),
+        getattr(task, "concurrency_key", None),
+        getattr(task, "max_concurrency", None),
+    )
+    if given is None:
+        return declared
+    return FlowOptions(
+        given.rate_limit if given.rate_limit is not None else declared.rate_limit,
+        given.rate_key if given.rate_key is not None else declared.rate_key,
+        given.concurrency_key if given.concurrency_key is not None else declared.concurrency_key,
+        given.max_concurrency if given.max_concurrency is not None else declared.max_concurrency,
+    )
+
+
+def flow_of(
+    task: type[Task],
+    given: FlowOptions | None,
+    queue: str,
+    queue_rate: str | None,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> Flow | None:
+    """The Flow of one run of `task` in `queue` with these arguments, or None."""
+    if (
+        given is None
+        and queue_rate is None
+        and task.rate_limit is None
+        and not task.max_concurrency
+    ):
+        return None  # the common case, on every publish: nothing to look at
+    options = task_flow(task, given)
+    rates: list[RateLimit] = []
+    if options.rate_limit is not None:
+        limit, period = parse_rate(options.rate_limit)
+        key = _key(options.rate_key, args, kwargs, "rate_key")
+        rates.append(RateLimit(key or task.name, limit, period))
+    if queue_rate is not None:
+        limit, period = parse_rate(queue_rate, f"queue {queue}'s rate_limit")
+        rates.append(RateLimit(f"queue:{queue}", limit, period))
+    concurrency_key = None
+    cap = options.max_concurrency or 0
+    if cap:
+        concurrency_key = _key(options.concurrency_key, args, kwargs, "concurrency_key")
+        concurrency_key = concurrency_key or task.name
+    if not rates and not cap:
+        return None
+    return Flow(concurrency_key, cap, tuple(rates))
+
+
+def _key(spec: KeySpec, args: Sequence[Any], kwargs: Mapping[str, Any], what: str) -> str | None:
+    if spec is None:
+        return None
+    value = spec(*args, **kwargs) if callable(spec) else spec
+    return label(str(value), what)
