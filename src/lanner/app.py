@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, overload
 
 from lanner import names
@@ -41,6 +42,7 @@ from lanner.handle import JobHandle
 from lanner.messages import Message, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.records import NewJob
+from lanner.schedules import CatchUp, Schedule, periodic_decorator
 from lanner.settings import Settings, configured_from_environment, load_settings
 from lanner.task import Task, find_task, registered_tasks
 from lanner.taskfunction import TaskFunction, TaskOptions, task_class_for
@@ -49,6 +51,7 @@ logger = logging.getLogger("lanner.app")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_T = TypeVar("_T")
 
 DEFAULT_QUEUE = "default"
 EAGER_MAX_DATA_BYTES = 10 * 1024 * 1024  # the engines' default
@@ -80,6 +83,8 @@ class App:
         self._engine: Engine | None = None if isinstance(broker, str) or broker is None else broker
         self._queues = tuple(queues) if queues is not None else None
         self._queues_by_name: dict[str, QueueConfig] | None = None
+        self.schedules: dict[str, Schedule] = {}
+        """The schedules `@app.periodic` declared, by name (lanner.schedules)."""
         key = self.settings.pickle_hmac_key
         self.codec: Codec = codec or JSONCodec()
         # What a worker of this app may unpickle: the app's own signed codec, or one
@@ -222,6 +227,25 @@ class App:
             return TaskFunction(self, function, task_class_for(self, function, options))
 
         return decorate(fn) if fn is not None else decorate
+
+    def periodic(
+        self,
+        *,
+        cron: str | None = None,
+        every: timedelta | float | None = None,
+        tz: str = "UTC",
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        catch_up: CatchUp = "once",
+        name: str | None = None,
+    ) -> Callable[[_T], _T]:
+        """Run the task below (`@app.task`, or a Task class) on a schedule, fired by the
+        store: `cron` (a cron expression in time zone `tz`; the `cron` extra) or `every`
+        (a timedelta or seconds). `args`/`kwargs` are its runs' arguments; `catch_up` what
+        runs of the ticks missed while no pool ran: "once" (default), "all" or "skip".
+        The pool registers it at start; `name` (default: the task's) identifies it.
+        docs/flow-control.md."""
+        return periodic_decorator(self, cron, every, tz, args, kwargs, catch_up, name)
 
     # -- publishing -----------------------------------------------------------------------
     def publish(

@@ -107,7 +107,7 @@ class Capability(StrEnum):
     QUEUE_FORGET = "queue-forget"
     RESULTS = "results"  # complete(result=...), complete_many(results=...), Job.result
     WAIT = "wait"  # wait(jid): block until a job finishes, without polling the store
-    UNIQUE = "unique"  # put(if_exists="keep" | "move-unless-running"), atomically
+    UNIQUE = "unique"  # put(if_exists="keep" | "move-unless-running" | "once"), atomically
     # Jobs known by jid: get, multiget, requeue; a put of a live jid moves that job
     # (without it every put is a new message: a jid put twice runs twice).
     LOOKUP = "lookup"

@@ -249,7 +249,7 @@ def _not_kept(jobs: Sequence[NewJob], states: Mapping[str, str]) -> list[NewJob]
     stored = []
     for job in jobs:
         state = states.get(job.jid)
-        if job.if_exists == "keep" and state in _LIVE:
+        if (job.if_exists == "keep" and state in _LIVE) or (job.if_exists == "once" and state):
             continue
         if job.if_exists == "move-unless-running" and state in ("running", "stalled"):
             raise InvalidState(

@@ -31,8 +31,10 @@ end
 -- lanner's if_exists option: what to do with a live job of the same jid.
 local function if_exists(value, name)
   value = Args.string(value, name)
-  if value ~= 'move' and value ~= 'keep' and value ~= 'move-unless-running' then
-    raise('Malformed %s: move, keep or move-unless-running is required, not %s', name, value)
+  if value ~= 'move' and value ~= 'keep' and value ~= 'move-unless-running'
+      and value ~= 'once' then
+    raise('Malformed %s: move, keep, move-unless-running or once is required, not %s', name,
+      value)
   end
   return value
 end

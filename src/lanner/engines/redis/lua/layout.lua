@@ -228,7 +228,9 @@
 --       arguments before any is put (all or nothing)
 --   put's and put_many's option if_exists: move (qless's put, the default),
 --       keep (a waiting, scheduled, depends, running or stalled job of the
---       jid is kept as it is, nothing stored) or move-unless-running (error
+--       jid is kept as it is, nothing stored), once (a job of the jid in any
+--       state, complete and failed included, is kept: a schedule's tick runs
+--       once) or move-unless-running (error
 --       `Job <jid> is running: ...` instead of moving a running job)
 --   put's and put_many's option expires_at: a time from which the job, while
 --       waiting, is dropped instead of popped (counted expired in its queue);

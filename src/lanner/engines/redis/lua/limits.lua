@@ -471,7 +471,7 @@ local function plan(entries)
     else
       local old = job_of(entry.jid)
       local if_exists = entry.options.if_exists
-      if old and old.live and if_exists == 'keep' then
+      if old and (old.live and if_exists == 'keep' or if_exists == 'once') then
         entry.kept = true
       elseif parent ~= nil and old and if_exists == 'move-unless-running'
           and (old.state == 'running' or old.state == 'stalled') then

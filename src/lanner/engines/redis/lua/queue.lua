@@ -356,6 +356,9 @@ function Queue.kept_or_refused(jid, if_exists)
   if if_exists == 'keep' then
     return LIVE[state] == true
   end
+  if if_exists == 'once' then
+    return state ~= nil
+  end
   if state == 'running' or state == 'stalled' then
     raise('Job %s is running: it is not moved (if_exists %s)', jid, if_exists)
   end
