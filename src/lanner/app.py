@@ -187,6 +187,7 @@ class App:
         rate_key: KeySpec = None,
         concurrency_key: KeySpec = None,
         max_concurrency: int | None = None,
+        fair_key: KeySpec = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(
@@ -205,6 +206,7 @@ class App:
         rate_key: KeySpec = None,
         concurrency_key: KeySpec = None,
         max_concurrency: int | None = None,
+        fair_key: KeySpec = None,
     ) -> Any:
         """Decorate a function (or an `async def` one) as a task, with or without arguments.
 
@@ -213,12 +215,14 @@ class App:
         (None: no limit; its lock is kept by heartbeats as long as it runs).
         `target_runtime`: seconds past which a run is logged as slow (None: its time limit).
         `result`: whether its jobs keep what it returns (None: the app's `results`).
-        `rate_limit`, `rate_key`, `concurrency_key`, `max_concurrency`: FLOW, held by the
-        store across all workers (docs/flow-control.md).
+        `rate_limit`, `rate_key`, `concurrency_key`, `max_concurrency`, `fair_key`: FLOW,
+        held by the store across all workers (docs/flow-control.md).
         docs/tasks.md has the table of defaults."""
         flow = None
-        if rate_limit or rate_key or concurrency_key or max_concurrency:
-            flow = FlowOptions(rate_limit, rate_key, concurrency_key, max_concurrency).check()
+        if rate_limit or rate_key or concurrency_key or max_concurrency or fair_key:
+            flow = FlowOptions(
+                rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
+            ).check()
         options = TaskOptions(
             queue, max_retries, time_limit, target_runtime, priority, name, result, flow
         )

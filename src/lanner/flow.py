@@ -1,12 +1,14 @@
 """FLOW at publish: a task's rate limits and concurrency key made into the job's `Flow`.
 
-`@app.task(rate_limit="100/m", rate_key=..., concurrency_key=..., max_concurrency=N)`, the
+`@app.task(rate_limit="100/m", rate_key=..., concurrency_key=..., max_concurrency=N,
+fair_key=...)`, the
 same names as Kale-style `Task` class attributes, and `.options(...)` per publish; a
 queue's `rate_limit` (queue config) adds a limit shared by every job of the queue. A key
 is a string, or a callable given the task's arguments (`lambda user_id, **_: user_id`),
 whose value (made a str) names the key: jobs naming the same key share its limit and its
 slots, whatever their task. Without a key, a task's limit and cap are its own (the key is
-the task's name). The store enforces them (docs/flow-control.md).
+the task's name). A `fair_key` makes the queue's jobs of different keys take turns. The
+store enforces them all (docs/flow-control.md).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class FlowOptions:
     rate_key: KeySpec = None
     concurrency_key: KeySpec = None
     max_concurrency: int | None = None
+    fair_key: KeySpec = None
 
     def check(self) -> FlowOptions:
         """Self, checked when declared (keys are checked at publish, once made)."""
@@ -84,6 +87,7 @@ def task_flow(task: type[Task], given: FlowOptions | None) -> FlowOptions:
         getattr(task, "rate_key", None),
         getattr(task, "concurrency_key", None),
         getattr(task, "max_concurrency", None),
+        getattr(task, "fair_key", None),
     )
     if given is None:
         return declared
@@ -92,6 +96,7 @@ def task_flow(task: type[Task], given: FlowOptions | None) -> FlowOptions:
         given.rate_key if given.rate_key is not None else declared.rate_key,
         given.concurrency_key if given.concurrency_key is not None else declared.concurrency_key,
         given.max_concurrency if given.max_concurrency is not None else declared.max_concurrency,
+        given.fair_key if given.fair_key is not None else declared.fair_key,
     )
 
 
@@ -109,6 +114,7 @@ def flow_of(
         and queue_rate is None
         and task.rate_limit is None
         and not task.max_concurrency
+        and task.fair_key is None
     ):
         return None  # the common case, on every publish: nothing to look at
     options = task_flow(task, given)
@@ -125,9 +131,10 @@ def flow_of(
     if cap:
         concurrency_key = _key(options.concurrency_key, args, kwargs, "concurrency_key")
         concurrency_key = concurrency_key or task.name
-    if not rates and not cap:
+    fair_key = _key(options.fair_key, args, kwargs, "fair_key")
+    if not rates and not cap and fair_key is None:
         return None
-    return Flow(concurrency_key, cap, tuple(rates))
+    return Flow(concurrency_key, cap, tuple(rates), fair_key)
 
 
 def _key(spec: KeySpec, args: Sequence[Any], kwargs: Mapping[str, Any], what: str) -> str | None:

@@ -38,21 +38,25 @@ class Flow(NamedTuple):
     cap); and each of `rates` lets it start only while its bucket has room. The store
     checks both when a pop reaches the job: a job over a rate waits, scheduled for when
     the bucket has room again; one over its key's cap waits aside until a job of the key
-    stops running.
+    stops running. Jobs of a queue with different `fair_key`s take turns: one key's
+    burst does not hold the others back for its whole length.
     """
 
     concurrency_key: str | None = None
     max_concurrency: int = 0
     rates: tuple[RateLimit, ...] = ()
+    fair_key: str | None = None  # its queue's jobs of different fair keys take turns
 
     def encoded(self) -> str:
         """The JSON text engines store with the job: {"c": key, "m": cap, "r": [[bucket,
-        limit, period], ...]}, members left out when empty."""
+        limit, period], ...], "f": fair key}, members left out when empty."""
         spec: dict[str, object] = {}
         if self.concurrency_key is not None and self.max_concurrency > 0:
             spec["c"], spec["m"] = self.concurrency_key, self.max_concurrency
         if self.rates:
             spec["r"] = [list(rate) for rate in self.rates]
+        if self.fair_key is not None:
+            spec["f"] = self.fair_key
         return json.dumps(spec, separators=(",", ":"))
 
 

@@ -123,6 +123,9 @@ class Task:
     arguments, as `rate_key`); None: the task's own."""
     max_concurrency: ClassVar[int | None] = None
     """FLOW: at most this many jobs of its concurrency key run at once, anywhere."""
+    fair_key: ClassVar[str | Callable[..., object] | None] = None
+    """FLOW: jobs of its queue with different fair keys (a str, or a callable of the run's
+    arguments: a tenant) take turns; None: it takes no part in the turns."""
     keep_result: ClassVar[bool | None] = None
     """Whether its jobs keep what `run_task` returns (`handle.result()`); None: the app's
     `results` setting."""

@@ -90,6 +90,7 @@ def _flow_attributes(flow: FlowOptions | None) -> dict[str, Any]:
             else flow.concurrency_key
         ),
         "max_concurrency": flow.max_concurrency,
+        "fair_key": staticmethod(flow.fair_key) if callable(flow.fair_key) else flow.fair_key,
     }
 
 
@@ -135,12 +136,15 @@ class TaskFunction(Generic[P, R]):
         rate_key: KeySpec = None,
         concurrency_key: KeySpec = None,
         max_concurrency: int | None = None,
+        fair_key: KeySpec = None,
     ) -> BoundOptions[P]:
         """Publish options of one run; the FLOW ones override the task's
         (docs/flow-control.md)."""
         flow = None
-        if rate_limit or rate_key or concurrency_key or max_concurrency:
-            flow = FlowOptions(rate_limit, rate_key, concurrency_key, max_concurrency).check()
+        if rate_limit or rate_key or concurrency_key or max_concurrency or fair_key:
+            flow = FlowOptions(
+                rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
+            ).check()
         options = PublishOptions(queue, delay, priority, tags, depends, jid, retries, unique, flow)
         return BoundOptions(self.app, self.task_class, options, app_data)
 

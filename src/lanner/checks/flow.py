@@ -36,9 +36,10 @@ def flow(value: object) -> Flow | None:
     if len(value.rates) > MAX_RATE_LIMITS_PER_JOB:
         raise MalformedArgument(f"a job takes at most {MAX_RATE_LIMITS_PER_JOB} rate limits")
     rates = tuple(rate_limit(rate) for rate in value.rates)
-    if key is None and not rates:
+    fair = None if value.fair_key is None else label(value.fair_key, "fair_key")
+    if key is None and not rates and fair is None:
         return None
-    return Flow(key, cap, rates)
+    return Flow(key, cap, rates, fair)
 
 
 def rate_limit(value: object) -> RateLimit:

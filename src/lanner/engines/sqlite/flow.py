@@ -31,7 +31,8 @@ CREATE TABLE flow_jobs (
     queue TEXT NOT NULL,
     ckey  TEXT,                                 -- concurrency key, or NULL
     cmax  INTEGER NOT NULL DEFAULT 0,           -- its cap
-    rates TEXT                                  -- JSON [[bucket, limit, period], ...], or NULL
+    rates TEXT,                                 -- JSON [[bucket, limit, period], ...], or NULL
+    fpos  REAL                                  -- fairness: its turn among its queue's keys
 ) WITHOUT ROWID;
 CREATE INDEX flow_jobs_queue ON flow_jobs(queue);
 
@@ -39,6 +40,13 @@ CREATE TABLE flow_slots (
     ckey TEXT NOT NULL,
     jid  TEXT NOT NULL,                         -- a job of the key popped, maybe still running
     PRIMARY KEY (ckey, jid)
+) WITHOUT ROWID;
+
+CREATE TABLE flow_fair (
+    queue TEXT NOT NULL,
+    fkey  TEXT NOT NULL,                        -- '' holds the turn of the last job popped
+    last  REAL NOT NULL,                        -- the last turn given to a job of the key
+    PRIMARY KEY (queue, fkey)
 ) WITHOUT ROWID;
 
 CREATE TABLE flow_starts (
@@ -57,30 +65,55 @@ MAX_HELD_PER_POP: Final = 1000
 _MAX_ROUNDS: Final = 64
 
 _CANDIDATES: Final = (
-    "SELECT j.jid, f.ckey, f.cmax, f.rates FROM jobs j LEFT JOIN flow_jobs f ON f.jid = j.jid "
+    "SELECT j.jid, f.ckey, f.cmax, f.rates, f.fpos FROM jobs j "
+    "LEFT JOIN flow_jobs f ON f.jid = j.jid "
     "WHERE j.queue = :queue AND j.state = 'waiting' "
     "AND (j.expires_at IS NULL OR j.expires_at > :now) "
     "AND (f.ckey IS NULL OR (SELECT count(*) FROM flow_slots s WHERE s.ckey = f.ckey) < f.cmax) "
     "AND j.jid NOT IN (SELECT value FROM json_each(:chosen)) "
     "ORDER BY j.priority DESC, j.ready_at, j.seq LIMIT :n"
 )
+# Fairness: by turn (jobs without a fair key first), which sorts the queue's waiting jobs.
+_CANDIDATES_FAIR: Final = _CANDIDATES.replace("j.priority DESC,", "j.priority DESC, f.fpos,")
 
 
 def store(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> None:
-    """Remember the flows of the `jobs` just put (a job put again gets its new flow)."""
-    rows = [
-        (
-            job.jid,
-            job.queue,
-            job.flow.concurrency_key,
-            job.flow.max_concurrency,
-            json.dumps([list(rate) for rate in job.flow.rates]) if job.flow.rates else None,
-        )
-        for job in jobs
-        if job.flow is not None
-    ]
+    """Remember the flows of the `jobs` just put (a job put again gets its new flow); a
+    job with a fair key takes the turn after its key's last one, and not before the
+    queue's current turn."""
+    rows = []
+    turns: dict[tuple[str, str], float] = {}
+    for job in jobs:
+        flow = job.flow
+        if flow is None:
+            continue
+        turn = None
+        if flow.fair_key is not None:
+            turn = max(
+                _turn(conn, turns, job.queue, ""), _turn(conn, turns, job.queue, flow.fair_key)
+            )
+            turn += 1
+            turns[(job.queue, flow.fair_key)] = turn
+        rates = json.dumps([list(rate) for rate in flow.rates]) if flow.rates else None
+        rows.append((job.jid, job.queue, flow.concurrency_key, flow.max_concurrency, rates, turn))
     if rows:
-        conn.executemany("INSERT OR REPLACE INTO flow_jobs VALUES (?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT OR REPLACE INTO flow_jobs VALUES (?, ?, ?, ?, ?, ?)", rows)
+    if turns:
+        conn.executemany(
+            "INSERT OR REPLACE INTO flow_fair VALUES (?, ?, ?)",
+            [(queue, key, last) for (queue, key), last in turns.items()],
+        )
+
+
+def _turn(
+    conn: sqlite3.Connection, turns: dict[tuple[str, str], float], queue: str, key: str
+) -> float:
+    if (queue, key) not in turns:
+        row = conn.execute(
+            "SELECT last FROM flow_fair WHERE queue = ? AND fkey = ?", (queue, key)
+        ).fetchone()
+        turns[(queue, key)] = 0.0 if row is None else float(row[0])
+    return turns[(queue, key)]
 
 
 def in_use(conn: sqlite3.Connection, queue: str) -> bool:
@@ -94,22 +127,34 @@ def choose(conn: sqlite3.Connection, queue: str, want: int, now: float) -> list[
     run now; their slots and starts are taken, and jobs held by a rate are rescheduled."""
     _prune_slots(conn)
     choice = _Choice(conn, now)
+    fair = conn.execute("SELECT last FROM flow_fair WHERE queue = ? AND fkey = ''", (queue,))
+    clock = fair.fetchone()
+    fair_queue = (
+        clock is not None
+        or conn.execute("SELECT 1 FROM flow_fair WHERE queue = ? LIMIT 1", (queue,)).fetchone()
+        is not None
+    )
+    turn = 0.0 if clock is None else float(clock[0])
     for _ in range(_MAX_ROUNDS):
         requested = want - len(choice.chosen)
         rows = conn.execute(
-            _CANDIDATES,
+            _CANDIDATES_FAIR if fair_queue else _CANDIDATES,
             {"queue": queue, "now": now, "chosen": json.dumps(choice.chosen), "n": requested},
         ).fetchall()
         skipped = held = 0
-        for jid, key, cap, rates in rows:
+        for jid, key, cap, rates, fpos in rows:
             outcome = choice.consider(jid, key, cap, rates)
             skipped += outcome == "skipped"
             held += outcome == "held"
+            if outcome == "chosen" and fpos is not None:
+                turn = max(turn, fpos)
         choice.write()
         if len(choice.chosen) >= want or not rows or choice.held_count >= MAX_HELD_PER_POP:
             break
         if not skipped and not held and len(rows) < requested:
             break
+    if fair_queue:
+        conn.execute("INSERT OR REPLACE INTO flow_fair VALUES (?, '', ?)", (queue, turn))
     return choice.chosen
 
 

@@ -45,13 +45,15 @@ local function flow_spec(value, name)
   local spec = Args.json(value, name)
   local valid = type(spec) == 'table' and (spec.c == nil
     or (type(spec.c) == 'string' and spec.c ~= '' and type(spec.m) == 'number' and spec.m >= 1))
+    and (spec.f == nil or (type(spec.f) == 'string' and spec.f ~= ''))
   for _, rate in ipairs(valid and spec.r or {}) do
     valid = valid and type(rate) == 'table' and type(rate[1]) == 'string' and rate[1] ~= ''
       and type(rate[2]) == 'number' and rate[2] >= 1 and type(rate[3]) == 'number'
       and rate[3] > 0
   end
   if not valid then
-    raise('Malformed %s: {c: key, m: cap, r: [[bucket, limit, period]...]} is required', name)
+    raise('Malformed %s: {c: key, m: cap, r: [[bucket, limit, period]...], f: key} is required',
+      name)
   end
   return value
 end

@@ -29,6 +29,9 @@
 -- At most this many jobs a pop holds back (then a token is left for more).
 Flow.HELD_CAP = 1000
 
+-- Jobs fairness sent into -work, ever: a pop that sees it grow reads -work again.
+Flow.placed = 0
+
 -- Keys whose slots this call has pruned (a key is pruned once per call).
 local pruned
 per_call(function()
@@ -78,6 +81,56 @@ local function add_entry(now, bucket, member, at, period)
   redis.call('pexpire', key, math.ceil((at - now + period) * 1000) + 1000)
 end
 
+-- Fairness: a key's jobs take turns with other keys' in their queue. Only one
+-- waiting job of a key is in -work at a time: ql:q:<queue>-fair (HASH key ->
+-- that jid); the key's others wait aside in ql:q:<queue>-parked:f:<key>
+-- (LIST, in put order). When the key's job in -work is popped (or has left
+-- -work otherwise: a pop looks), its next job enters -work at the back, as if
+-- it became ready then: a burst of one key goes one job per turn.
+function Flow.entered(now, queue, jid, key)
+  local fair = Keys.queue(queue, 'fair')
+  local head = redis.call('hget', fair, key)
+  if head and head ~= jid and redis.call('zscore', Keys.queue(queue, 'work'), head) then
+    redis.call('zrem', Keys.queue(queue, 'work'), jid)
+    redis.call('rpush', Keys.parked(queue, 'f:' .. key), jid)
+  else
+    redis.call('hset', fair, key, jid)
+  end
+end
+
+local function next_turn(now, queue, key)
+  local fair = Keys.queue(queue, 'fair')
+  local parked = Keys.parked(queue, 'f:' .. key)
+  while true do
+    local jid = redis.call('lpop', parked)
+    if not jid then
+      redis.call('hdel', fair, key)
+      return
+    end
+    local found = redis.call('hmget', Keys.job(jid), 'state', 'queue')
+    if found[1] == 'waiting' and found[2] == queue then
+      redis.call('hset', Keys.job(jid), 'time', now)
+      Queue.take_seq(jid)
+      Queue.place(queue, jid)
+      redis.call('hset', fair, key, jid)
+      Flow.placed = Flow.placed + 1
+      return
+    end
+  end
+end
+
+-- Each key whose job left -work (popped, held, cancelled, expired) sends in
+-- its next one.
+local function take_turns(now, queue)
+  local heads = redis.call('hgetall', Keys.queue(queue, 'fair'))
+  local work = Keys.queue(queue, 'work')
+  for index = 1, #heads, 2 do
+    if not redis.call('zscore', work, heads[index + 1]) then
+      next_turn(now, queue, heads[index])
+    end
+  end
+end
+
 -- Whether a queue has flow jobs (its pops then call Flow.admit).
 function Flow.active(queue)
   return redis.call('exists', Keys.queue(queue, 'flow')) == 1
@@ -88,8 +141,10 @@ function Flow.mark(queue)
   redis.call('set', Keys.queue(queue, 'flow'), '1')
 end
 
--- Back to -work: as many parked jobs of each key as it has free slots.
-function Flow.unpark(queue)
+-- Back to -work: as many parked jobs of each key as it has free slots, and
+-- the next job of each fair key whose job left -work.
+function Flow.unpark(now, queue)
+  take_turns(now, queue)
   local keys = redis.call('hgetall', Keys.queue(queue, 'parked'))
   for index = 1, #keys, 2 do
     local key, cap = keys[index], tonumber(keys[index + 1])
@@ -154,6 +209,9 @@ function Flow.admit(now, queue, jid)
   end
   if key ~= nil then
     redis.call('zadd', Keys.flow_slots(key), now, jid)
+  end
+  if spec.f ~= nil and redis.call('hget', Keys.queue(queue, 'fair'), spec.f) == jid then
+    next_turn(now, queue, spec.f)
   end
   return true
 end

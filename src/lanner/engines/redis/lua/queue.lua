@@ -452,8 +452,15 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   Job.record(now, jid, 'put', { q = queue })
   -- A new job given no dependencies has none (a job's sets go with its hash).
   local independent = old == nil and (options.depends == nil or #options.depends == 0)
-  Queue.enqueue(now, queue, jid, delay, false,
+  local state = Queue.enqueue(now, queue, jid, delay, false,
     { fields = fields, priority = priority, independent = independent })
+  if state == 'waiting' and options.flow ~= nil and string.find(options.flow, '"f":', 1, true) then
+    flush_work(queue) -- FLOW's fairness may take it out of -work again
+    if known_tails then
+      known_tails[queue] = nil
+    end
+    Flow.entered(now, queue, jid, cjson.decode(options.flow).f)
+  end
 
   Events.put(jid, queue)
   Events.tracked(jid, 'put')
@@ -702,7 +709,7 @@ function Queue.pop(now, queue, worker, count)
   local dropped, capped, held = 0, false, 0
   local flows = #taken < limit and Flow.active(queue)
   if flows then
-    Flow.unpark(queue)
+    Flow.unpark(now, queue)
   end
   if #taken < limit then
     -- Reads -work from its front, in rounds: each locks what it can, then
@@ -712,7 +719,7 @@ function Queue.pop(now, queue, worker, count)
     while #taken < limit do
       local want = limit - #taken
       local jids = redis.call('zrevrange', work, 0, want - 1)
-      local expired, dangling, held_now = {}, {}, 0
+      local expired, dangling, held_now, placed = {}, {}, 0, Flow.placed
       for _, jid in ipairs(jids) do
         local job = Job.load(jid, Job.POP_FIELDS)
         if job == nil then
@@ -736,7 +743,8 @@ function Queue.pop(now, queue, worker, count)
       dropped = dropped + #expired
       held = held + held_now
       capped = dropped >= EXPIRE_BATCH or held >= Flow.HELD_CAP
-      if capped or (#jids < want and #expired == 0 and held_now == 0) then
+      if capped or (#jids < want and #expired == 0 and held_now == 0
+          and placed == Flow.placed) then
         break
       end
     end
