@@ -23,6 +23,7 @@ from lanner.job import Job
 from lanner.records import (
     ConfigValue,
     Flow,
+    FlowState,
     JobPage,
     NewJob,
     QueueCounts,
@@ -478,6 +479,13 @@ class Engine(EngineHooks):
         command = checks.queue_at(queue, now)
         self._require(Capability.LIMITS, "queue_usage")
         return self._queue_usage(command)
+
+    def flow_state(self, *, now: float | None = None) -> FlowState:
+        """FLOW: each concurrency key (running, cap, jobs held) and rate bucket (starts in
+        the last period, jobs held, when it has room), as the store holds them now."""
+        at = values.now(now)
+        self._require(Capability.FLOW, "flow_state")
+        return self._flow_state(at)
 
     def length(self, queue: str, *, now: float | None = None) -> int:
         """Running + stalled + waiting + scheduled jobs of `queue` (not depends, nor recurring)."""

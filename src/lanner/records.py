@@ -60,6 +60,38 @@ class Flow(NamedTuple):
         return json.dumps(spec, separators=(",", ":"))
 
 
+@dataclass(frozen=True, slots=True)
+class FlowKey:
+    """FLOW: a concurrency key: its jobs running now, its cap, and the waiting jobs it holds
+    back (those of its jobs that wait while it is at its cap)."""
+
+    key: str
+    running: int
+    cap: int
+    held: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowBucket:
+    """FLOW: a rate bucket: its limit per period, the runs started in the last period, the
+    jobs it holds back (scheduled for when it has room), and when it has room next."""
+
+    bucket: str
+    limit: int
+    period: float
+    recent: int
+    held: int
+    next_at: float  # the `now` asked about, when it has room now
+
+
+@dataclass(frozen=True, slots=True)
+class FlowState:
+    """FLOW: what the store's controls hold back now (`Engine.flow_state`)."""
+
+    keys: tuple[FlowKey, ...]
+    buckets: tuple[FlowBucket, ...]
+
+
 class NewJob(NamedTuple):
     """The arguments of one `put`, for `put_many` (and how engines carry a checked put)."""
 

@@ -145,3 +145,19 @@ def test_fair_jobs_of_one_key_keep_their_order(engine: Engine) -> None:
         [NewJob("q", f"a{i}", "Task", flow=Flow(fair_key="k")) for i in range(5)], now=T0
     )
     assert [pop_jids(engine, "q", now=T0 + i)[0] for i in range(5)] == [f"a{i}" for i in range(5)]
+
+
+def test_the_store_shows_what_each_control_holds_back(engine: Engine) -> None:
+    engine.put_many(
+        [NewJob("q", f"k{i}", "Task", flow=one_at_a_time("k")) for i in range(3)]
+        + [NewJob("q", f"r{i}", "Task", flow=per_10s(2, "api")) for i in range(5)],
+        now=T0,
+    )
+    pop_jids(engine, "q", count=10, now=T0)
+    state = engine.flow_state(now=T0 + 1)
+    [key] = state.keys
+    assert (key.key, key.running, key.cap, key.held) == ("k", 1, 1, 2)
+    [bucket] = state.buckets
+    assert (bucket.bucket, bucket.limit, bucket.period, bucket.recent) == ("api", 2, 10.0, 2)
+    assert bucket.held == 3
+    assert bucket.next_at == T0 + 10

@@ -41,6 +41,7 @@ from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    FlowState,
     JobPage,
     QueueCounts,
     QueueStats,
@@ -250,6 +251,10 @@ class SQLiteEngine(Engine):
         with self.database.write() as conn:
             queues.forget(conn, command.queues)
             fanout.forget(conn, command.queues)
+
+    def _flow_state(self, now: float) -> FlowState:
+        with self.database.write() as conn:  # slots of finished jobs are pruned first
+            return flow.state(conn, now)
 
     def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
         with self.database.statement() as conn:

@@ -23,7 +23,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
-from lanner.records import NewJob
+from lanner.records import FlowBucket, FlowKey, FlowState, NewJob
 
 FLOW_SCHEMA: Final = """
 CREATE TABLE flow_jobs (
@@ -249,3 +249,37 @@ def _prune_slots(conn: sqlite3.Connection) -> None:
 def _slots(conn: sqlite3.Connection, key: str) -> int:
     (count,) = conn.execute("SELECT count(*) FROM flow_slots WHERE ckey = ?", (key,)).fetchone()
     return int(count)
+
+
+def state(conn: sqlite3.Connection, now: float) -> FlowState:
+    """What the controls hold back now (`Engine.flow_state`)."""
+    _prune_slots(conn)
+    keys = []
+    for key, cap, waiting in conn.execute(
+        "SELECT f.ckey, max(f.cmax), sum(j.state = 'waiting') FROM flow_jobs f "
+        "JOIN jobs j ON j.jid = f.jid WHERE f.ckey IS NOT NULL "
+        "AND j.state IN ('waiting', 'running', 'stalled') GROUP BY f.ckey ORDER BY f.ckey"
+    ).fetchall():
+        running = _slots(conn, key)
+        keys.append(FlowKey(key, running, int(cap), int(waiting) if running >= cap else 0))
+    limits: dict[str, tuple[int, float]] = {}
+    for (rates,) in conn.execute("SELECT DISTINCT rates FROM flow_jobs WHERE rates IS NOT NULL"):
+        for bucket, limit, period in json.loads(rates):
+            limits[bucket] = (int(limit), float(period))
+    buckets = []
+    for bucket, (limit, period) in sorted(limits.items()):
+        starts = [
+            at
+            for (at,) in conn.execute(
+                "SELECT at FROM flow_starts WHERE bucket = ? AND at > ? ORDER BY at",
+                (bucket, now - period),
+            )
+        ]
+        (held,) = conn.execute(
+            "SELECT count(*) FROM flow_jobs f JOIN jobs j ON j.jid = f.jid "
+            "WHERE j.state = 'scheduled' AND f.rates LIKE '%' || json_quote(?) || '%'",
+            (bucket,),
+        ).fetchone()
+        next_at = now if len(starts) < limit else starts[len(starts) - limit] + period
+        buckets.append(FlowBucket(bucket, limit, period, len(starts), int(held), next_at))
+    return FlowState(tuple(keys), tuple(buckets))

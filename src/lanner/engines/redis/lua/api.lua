@@ -582,6 +582,12 @@ Api['lanner.usage'] = function(_, args)
   return Limits.usage(Args.string(args[1], 'queue'))
 end
 
+-- lanner.flow_state: JSON {keys: [[key, running, cap, held]...], buckets:
+-- [[bucket, limit, period, recent, held, next_at]...]} (FLOW)
+Api['lanner.flow_state'] = function(now, _)
+  return cjson.encode(Flow.state(now))
+end
+
 -- lanner.cancel jid...: array of the jids cancelled
 Api['lanner.cancel'] = function(now, args)
   return Lanner.cancel(now, Args.rest(args, 1, 'jid'))

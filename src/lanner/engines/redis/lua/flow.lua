@@ -136,9 +136,68 @@ function Flow.active(queue)
   return redis.call('exists', Keys.queue(queue, 'flow')) == 1
 end
 
--- Put marks the queue of a job given a flow.
-function Flow.mark(queue)
+-- Put marks the queue of a job given a flow, and lists its key and buckets
+-- (ql:lanner:flow:keys: key -> cap; ql:lanner:flow:buckets: bucket -> JSON
+-- [limit, period]) for Flow.state.
+function Flow.mark(queue, text)
   redis.call('set', Keys.queue(queue, 'flow'), '1')
+  local spec = cjson.decode(text)
+  if spec.c ~= nil then
+    redis.call('hset', Keys.flow_keys, spec.c, spec.m)
+  end
+  for _, rate in ipairs(spec.r or {}) do
+    redis.call('hset', Keys.flow_buckets, rate[1], cjson.encode({ rate[2], rate[3] }))
+  end
+end
+
+-- lanner.flow_state: each key listed (running, cap, jobs parked for it in
+-- any queue) and bucket (starts in the last period, reservations ahead, when
+-- it has room). A key or bucket with nothing to show leaves the list.
+function Flow.state(now)
+  local queues = {}
+  for _, queue in ipairs(redis.call('zrange', Keys.queues, 0, -1)) do
+    if Flow.active(queue) then
+      queues[#queues + 1] = queue
+    end
+  end
+  local keys = {}
+  local listed = redis.call('hgetall', Keys.flow_keys)
+  for index = 1, #listed, 2 do
+    local key, cap = listed[index], tonumber(listed[index + 1])
+    local running, held = slots_used(key), 0
+    for _, queue in ipairs(queues) do
+      held = held + redis.call('zcard', Keys.parked(queue, key))
+    end
+    if running == 0 and held == 0 then
+      redis.call('hdel', Keys.flow_keys, key)
+    else
+      keys[#keys + 1] = { key, running, cap, held }
+    end
+  end
+  local buckets = {}
+  listed = redis.call('hgetall', Keys.flow_buckets)
+  for index = 1, #listed, 2 do
+    local bucket, rate = listed[index], cjson.decode(listed[index + 1])
+    local limit, period = rate[1], rate[2]
+    local key = Keys.flow_starts(bucket)
+    local since = '(' .. Num.str(now - period)
+    local recent = redis.call('zcount', key, since, Num.str(now))
+    local held = redis.call('zcount', key, '(' .. Num.str(now), '+inf')
+    local next_at = now
+    if recent >= limit then
+      local nth = redis.call('zrangebyscore', key, since, Num.str(now), 'WITHSCORES', 'LIMIT',
+        recent - limit, 1)
+      next_at = tonumber(nth[2]) + period
+    end
+    if recent == 0 and held == 0 then
+      redis.call('hdel', Keys.flow_buckets, bucket)
+    else
+      buckets[#buckets + 1] = { bucket, limit, period, recent, held, next_at }
+    end
+  end
+  table.sort(keys, function(a, b) return a[1] < b[1] end)
+  table.sort(buckets, function(a, b) return a[1] < b[1] end)
+  return { keys = keys, buckets = buckets }
 end
 
 -- Back to -work: as many parked jobs of each key as it has free slots, and

@@ -430,7 +430,7 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   end
   if options.flow ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'lanner_flow', options.flow
-    Flow.mark(queue)
+    Flow.mark(queue, options.flow)
   elseif old ~= nil then
     redis.call('hdel', key, 'lanner_flow')
   end
