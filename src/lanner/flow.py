@@ -4,8 +4,8 @@
 fair_key=...)`, the
 same names as Kale-style `Task` class attributes, and `.options(...)` per publish; a
 queue's `rate_limit` (queue config) adds a limit shared by every job of the queue. A key
-is a string, or a callable given the task's arguments (`lambda user_id, **_: user_id`),
-whose value (made a str) names the key: jobs naming the same key share its limit and its
+is a string, or a callable given the run's arguments by name (`lambda user_id, **_:
+user_id`), whose value (made a str) names the key: jobs naming the same key share its limit and its
 slots, whatever their task. Without a key, a task's limit and cap are its own (the key is
 the task's name). A `fair_key` makes the queue's jobs of different keys take turns. The
 store enforces them all (docs/flow-control.md).
@@ -13,6 +13,7 @@ store enforces them all (docs/flow-control.md).
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -121,7 +122,7 @@ def flow_of(
     rates: list[RateLimit] = []
     if options.rate_limit is not None:
         limit, period = parse_rate(options.rate_limit)
-        key = _key(options.rate_key, args, kwargs, "rate_key")
+        key = _key(options.rate_key, task, args, kwargs, "rate_key")
         rates.append(RateLimit(key or task.name, limit, period))
     if queue_rate is not None:
         limit, period = parse_rate(queue_rate, f"queue {queue}'s rate_limit")
@@ -129,16 +130,32 @@ def flow_of(
     concurrency_key = None
     cap = options.max_concurrency or 0
     if cap:
-        concurrency_key = _key(options.concurrency_key, args, kwargs, "concurrency_key")
+        concurrency_key = _key(options.concurrency_key, task, args, kwargs, "concurrency_key")
         concurrency_key = concurrency_key or task.name
-    fair_key = _key(options.fair_key, args, kwargs, "fair_key")
+    fair_key = _key(options.fair_key, task, args, kwargs, "fair_key")
     if not rates and not cap and fair_key is None:
         return None
     return Flow(concurrency_key, cap, tuple(rates), fair_key)
 
 
-def _key(spec: KeySpec, args: Sequence[Any], kwargs: Mapping[str, Any], what: str) -> str | None:
+def _key(
+    spec: KeySpec, task: type[Task], args: Sequence[Any], kwargs: Mapping[str, Any], what: str
+) -> str | None:
+    """The key's value. A callable gets the run's arguments by name, as the task's function
+    names them (`lambda user_id, **_: user_id` whether user_id was passed by position or
+    not), else as they were passed."""
     if spec is None:
         return None
-    value = spec(*args, **kwargs) if callable(spec) else spec
-    return label(str(value), what)
+    if not callable(spec):
+        return label(str(spec), what)
+    try:
+        bound = inspect.signature(task.run_task).bind(None, *args, **kwargs)
+    except (TypeError, ValueError):
+        return label(str(spec(*args, **kwargs)), what)
+    named = dict(list(bound.arguments.items())[1:])
+    for name, parameter in inspect.signature(task.run_task).parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD and name in named:
+            named.update(named.pop(name))
+        elif parameter.kind is inspect.Parameter.VAR_POSITIONAL and name in named:
+            return label(str(spec(*args, **kwargs)), what)
+    return label(str(spec(**named)), what)
