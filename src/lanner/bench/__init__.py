@@ -11,6 +11,7 @@
     io          `lanner bench io`: I/O-bound jobs, many at once per worker process
     web         `lanner bench web`: engine commands and time per dashboard page
     idle        `lanner bench idle`: CPU of an idle pool (and dashboard), then pickup latency
+    flow        `lanner bench flow rate|keys|fair|cron`: flow control with real pools
 
 Only public names of other lanner modules are used here.
 """

@@ -525,3 +525,12 @@ def idle_command(
     for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("max", pickup.max)):
         table.add_row(f"pickup latency {label} ({pickup.count} samples)", f"{ms:.2f} ms")
     Console().print(Group(table, _about(result.url, result.machine)))
+
+
+def _add_flow() -> None:
+    from lanner.bench.flow import flow_bench
+
+    bench.add_command(flow_bench)
+
+
+_add_flow()
