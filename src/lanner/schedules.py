@@ -292,9 +292,30 @@ def next_runs(app: App, now: float) -> list[tuple[Schedule, float]]:
     return sorted(((s, s.next_after(now)) for s in app.schedules.values()), key=lambda p: p[1])
 
 
+def spec_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The schedule a stored entry describes (task, cron, every, tz, catch_up)."""
+    try:
+        spec = json.loads(entry.get("spec", "{}"))
+    except (TypeError, ValueError):
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def next_of(name: str, entry: Mapping[str, Any], now: float) -> float | None:
+    """The next tick of a stored schedule, or None if it cannot be told (no cronsim)."""
+    spec = spec_of(entry)
+    try:
+        from lanner.task import Task
+
+        ghost = Schedule(name, Task, spec.get("cron"), spec.get("every"), spec.get("tz", "UTC"))
+        return ghost.next_after(now)
+    except (ConfigError, TypeError):
+        return None
+
+
 def describe(entry: Mapping[str, Any]) -> str:
     """`cron "*/5 * * * *" Europe/Paris` or `every 300 s`, from a stored entry."""
-    spec = json.loads(entry.get("spec", "{}"))
+    spec = spec_of(entry)
     if spec.get("cron"):
         return f'cron "{spec["cron"]}" {spec.get("tz", "UTC")}'
     return f"every {spec.get('every', 0):g} s"
