@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
     from lanner.engines import open_engine
     from lanner.events import EventStream
+    from lanner.flow import Debounce
     from lanner.handle import JobHandle
     from lanner.job import Failure, HistoryEvent, Job, JobState
     from lanner.operations import drain, list_jobs, retry_failed
@@ -80,6 +81,7 @@ _LAZY: dict[str, str] = {
     "App": "lanner.app",
     "set_default_app": "lanner.app",
     "Task": "lanner.task",
+    "Debounce": "lanner.flow",
     "JobHandle": "lanner.handle",
     "current_job": "lanner.context",
     "WorkerPool": "lanner.worker.pool",
@@ -130,6 +132,7 @@ __all__ = [
     "ChubbyTaskException",
     "ConfigError",
     "ConfigValue",
+    "Debounce",
     "DecodeError",
     "Engine",
     "EngineUnavailable",

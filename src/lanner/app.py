@@ -33,11 +33,20 @@ from lanner.engine import Capability, Engine
 from lanner.engines import open_engine, shown_url
 from lanner.errors import (
     ChubbyTaskException,
+    InvalidState,
     InvalidTimeLimitTaskException,
     MalformedArgument,
     PayloadTooLarge,
 )
-from lanner.flow import FlowOptions, KeySpec, flow_of
+from lanner.flow import (
+    Debounce,
+    FlowOptions,
+    KeySpec,
+    as_debounce,
+    debounced,
+    flow_of,
+    other_turn,
+)
 from lanner.handle import JobHandle
 from lanner.messages import Message, PublishOptions
 from lanner.queues import QueueConfig
@@ -188,6 +197,7 @@ class App:
         concurrency_key: KeySpec = None,
         max_concurrency: int | None = None,
         fair_key: KeySpec = None,
+        debounce: Debounce | float | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(
@@ -207,6 +217,7 @@ class App:
         concurrency_key: KeySpec = None,
         max_concurrency: int | None = None,
         fair_key: KeySpec = None,
+        debounce: Debounce | float | None = None,
     ) -> Any:
         """Decorate a function (or an `async def` one) as a task, with or without arguments.
 
@@ -215,8 +226,8 @@ class App:
         (None: no limit; its lock is kept by heartbeats as long as it runs).
         `target_runtime`: seconds past which a run is logged as slow (None: its time limit).
         `result`: whether its jobs keep what it returns (None: the app's `results`).
-        `rate_limit`, `rate_key`, `concurrency_key`, `max_concurrency`, `fair_key`: FLOW,
-        held by the store across all workers (docs/flow-control.md).
+        `rate_limit`, `rate_key`, `concurrency_key`, `max_concurrency`, `fair_key`,
+        `debounce`: FLOW, held by the store across all workers (docs/flow-control.md).
         docs/tasks.md has the table of defaults."""
         flow = None
         if rate_limit or rate_key or concurrency_key or max_concurrency or fair_key:
@@ -224,7 +235,15 @@ class App:
                 rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
             ).check()
         options = TaskOptions(
-            queue, max_retries, time_limit, target_runtime, priority, name, result, flow
+            queue,
+            max_retries,
+            time_limit,
+            target_runtime,
+            priority,
+            name,
+            result,
+            flow,
+            as_debounce(debounce),
         )
 
         def decorate(function: Callable[P, R]) -> TaskFunction[P, R]:
@@ -290,7 +309,21 @@ class App:
             jids = self.engine.put_many([job for _, job in prepared])
         except PayloadTooLarge as error:
             raise ChubbyTaskException(str(error)) from None
+        except InvalidState:
+            if not any(job.jid.startswith("debounce-") for _, job in prepared):
+                raise
+            jids = [self._put_debounced(job) for _, job in prepared]  # one at a time, then
         return [JobHandle(jid, self) for jid in jids]
+
+    def _put_debounced(self, job: NewJob) -> str:
+        """Put a job; one of a debounce key whose run is running goes to its other jid (a
+        key's two jids take turns, and its runs never overlap: its concurrency key)."""
+        try:
+            return self.engine.put_many([job])[0]
+        except InvalidState:
+            if not job.jid.startswith("debounce-"):
+                raise
+            return self.engine.put_many([job._replace(jid=other_turn(job.jid))])[0]
 
     async def apublish_many(self, messages: Iterable[Message]) -> list[JobHandle]:
         """`publish_many()` for async code: the engine's round trip (or an eager run) is
@@ -324,7 +357,7 @@ class App:
             inherited = "max_retries" not in vars(task)
             if config is not None and config.retries is not None and inherited:
                 retries = config.retries
-        return NewJob(
+        new = NewJob(
             queue=queue,
             jid=jid,
             klass=task.name,
@@ -344,6 +377,10 @@ class App:
                 message.kwargs,
             ),
         )
+        debounce = options.debounce or getattr(task, "debounce", None)
+        if debounce is None:
+            return new
+        return debounced(new, task, debounce, message.args, message.kwargs)
 
     def _if_exists(self, chosen_jid: bool, unique: bool) -> str:
         """A jid chosen by the publisher may be live: keep it (unique), or move it unless it

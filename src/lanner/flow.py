@@ -17,12 +17,13 @@ import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from lanner import limits
 from lanner.errors import ConfigError
 from lanner.names import label
-from lanner.records import Flow, RateLimit
+from lanner.records import Flow, NewJob, RateLimit
 
 if TYPE_CHECKING:
     from lanner.task import Task
@@ -48,6 +49,65 @@ def parse_rate(text: object, what: str = "rate_limit") -> tuple[int, float]:
             f"of at most {limits.MAX_RATE_PERIOD_SEC:g} s"
         )
     return limit, period
+
+
+@dataclass(frozen=True, slots=True)
+class Debounce:
+    """One waiting job per key for a window: a run published waits `window` seconds (a
+    timedelta, or seconds) before it may start; meanwhile a publish of the same key (a str,
+    or a callable of the run's arguments; None: the task) replaces it, and its wait starts
+    again (`keep="latest"`), or is dropped (`keep="first"`: the waiting run's handle is
+    returned). A run of the key that has started does not count: a publish then makes a
+    new waiting run. Runs of one key never overlap."""
+
+    window: timedelta | float
+    key: KeySpec = None
+    keep: Literal["latest", "first"] = "latest"
+
+    def __post_init__(self) -> None:
+        seconds = self.seconds
+        if not 0 < seconds <= limits.MAX_DELAY_SEC:
+            raise ConfigError(f"a debounce window is over 0 s and at most ten years, not {seconds}")
+        if self.keep not in ("latest", "first"):
+            raise ConfigError(f'debounce keep= is "latest" or "first", not {self.keep!r}')
+
+    @property
+    def seconds(self) -> float:
+        window = self.window
+        return window.total_seconds() if isinstance(window, timedelta) else float(window)
+
+
+def debounced(
+    job: NewJob, task: type[Task], debounce: Debounce | None, args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> NewJob:  # fmt: skip
+    """`job` made its key's debounced run: its jid names the task and key, it waits the
+    window, and the key's runs never overlap (a concurrency key of its own, cap 1)."""
+    if debounce is None:
+        return job
+    key = _key(debounce.key, task, args, kwargs, "debounce key") or ""
+    jid = label(f"debounce-{task.name}-{key}", "debounce jid")
+    flow = job.flow or Flow()
+    if flow.concurrency_key is None:
+        flow = flow._replace(concurrency_key=jid, max_concurrency=1)
+    return job._replace(
+        jid=jid,
+        delay=max(job.delay, debounce.seconds),
+        if_exists="move-unless-running" if debounce.keep == "latest" else "keep-waiting",
+        flow=flow,
+    )
+
+
+def as_debounce(value: Debounce | timedelta | float | None) -> Debounce | None:
+    """A Debounce as given, or made of a bare window (the task is the key)."""
+    if value is None or isinstance(value, Debounce):
+        return value
+    return Debounce(value)
+
+
+def other_turn(jid: str) -> str:
+    """The second jid of a debounce key, used while a run of the first one is running."""
+    return jid[:-2] if jid.endswith("~2") else f"{jid}~2"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,13 @@ ConfigValue: TypeAlias = str | int | float
 DEFAULT_RETRIES: Final = 5
 
 
-IF_EXISTS: Final = ("move", "keep", "move-unless-running", "once")
+IF_EXISTS: Final = ("move", "keep", "move-unless-running", "once", "keep-waiting")
 """What a put does to a job of the same jid that is live (waiting, scheduled, depends,
 running or stalled): `move` it (qless's put: its lock is dropped), `keep` it as it is and
 store nothing (a unique job), or move it unless it is running (`InvalidState` then);
 `once` keeps a job of the jid in any state, complete and failed included (a schedule's
-tick runs once while the store remembers it)."""
+tick runs once while the store remembers it); `keep-waiting` keeps a waiting, scheduled or
+depends one and refuses to move a running one (a debounce that keeps the first)."""
 
 
 class RateLimit(NamedTuple):

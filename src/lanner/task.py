@@ -45,6 +45,7 @@ from lanner.publisher import Publisher
 if TYPE_CHECKING:
     from lanner.app import App
     from lanner.codec import Payload
+    from lanner.flow import Debounce
     from lanner.handle import JobHandle
     from lanner.job import Job
     from lanner.settings import Settings
@@ -123,6 +124,8 @@ class Task:
     arguments, as `rate_key`); None: the task's own."""
     max_concurrency: ClassVar[int | None] = None
     """FLOW: at most this many jobs of its concurrency key run at once, anywhere."""
+    debounce: ClassVar[Debounce | None] = None
+    """FLOW: one waiting run per key for a window (`lanner.Debounce`); None: none."""
     fair_key: ClassVar[str | Callable[..., object] | None] = None
     """FLOW: jobs of its queue with different fair keys (a str, or a callable of the run's
     arguments: a tenant) take turns; None: it takes no part in the turns."""

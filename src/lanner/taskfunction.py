@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
-from lanner.flow import FlowOptions, KeySpec
+from lanner.flow import Debounce, FlowOptions, KeySpec, as_debounce
 from lanner.messages import Message, PublishOptions
 from lanner.task import Task
 
@@ -36,6 +36,7 @@ class TaskOptions(NamedTuple):
     name: str | None
     result: bool | None
     flow: FlowOptions | None = None
+    debounce: Debounce | None = None
 
 
 def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions) -> type[Task]:
@@ -66,6 +67,7 @@ def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions)
         "priority": options.priority,
         "keep_result": options.result,
         **_flow_attributes(options.flow),
+        **({"debounce": options.debounce} if options.debounce is not None else {}),
         "app": app,
         "run_task": run_task,
         "__module__": function.__module__,
@@ -137,6 +139,7 @@ class TaskFunction(Generic[P, R]):
         concurrency_key: KeySpec = None,
         max_concurrency: int | None = None,
         fair_key: KeySpec = None,
+        debounce: Debounce | float | None = None,
     ) -> BoundOptions[P]:
         """Publish options of one run; the FLOW ones override the task's
         (docs/flow-control.md)."""
@@ -145,7 +148,9 @@ class TaskFunction(Generic[P, R]):
             flow = FlowOptions(
                 rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
             ).check()
-        options = PublishOptions(queue, delay, priority, tags, depends, jid, retries, unique, flow)
+        options = PublishOptions(
+            queue, delay, priority, tags, depends, jid, retries, unique, flow, as_debounce(debounce)
+        )
         return BoundOptions(self.app, self.task_class, options, app_data)
 
 

@@ -32,9 +32,9 @@ end
 local function if_exists(value, name)
   value = Args.string(value, name)
   if value ~= 'move' and value ~= 'keep' and value ~= 'move-unless-running'
-      and value ~= 'once' then
-    raise('Malformed %s: move, keep, move-unless-running or once is required, not %s', name,
-      value)
+      and value ~= 'once' and value ~= 'keep-waiting' then
+    raise('Malformed %s: move, keep, move-unless-running, once or keep-waiting is required, '
+      .. 'not %s', name, value)
   end
   return value
 end

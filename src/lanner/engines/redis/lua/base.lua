@@ -260,6 +260,7 @@ function Keys.children(parent) return 'ql:lanner:children:' .. parent end
 function Keys.parked(queue, key) return Keys.queue(queue, 'parked') .. ':' .. key end
 function Keys.flow_slots(key) return 'ql:lanner:flow:slots:' .. key end
 function Keys.flow_starts(bucket) return 'ql:lanner:flow:starts:' .. bucket end
+function Keys.flow_holds(bucket) return 'ql:lanner:flow:holds:' .. bucket end
 Keys.flow_keys = 'ql:lanner:flow:keys'
 Keys.flow_buckets = 'ql:lanner:flow:buckets'
 Keys.awaited = 'ql:lanner:awaited'

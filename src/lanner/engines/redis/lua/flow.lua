@@ -18,13 +18,12 @@
 -- free slots, and a lock released in a queue with parked jobs wakes a worker.
 --
 -- Rates: ql:lanner:flow:starts:<bucket> (ZSET) holds the starts of the last
--- period (member <jid>:<now>, score: when) and the reservations of jobs held
--- for it (member r:<jid>, score: when it may start). A job finds room when
--- fewer than `limit` entries fall in (now - period, now]; else it is
--- scheduled for when the limit-th latest entry (reservations included) is a
--- period old, with a reservation there, so that the jobs held come back
--- `limit` at a time, in order, behind those held before them.
--- The key expires a period after its latest entry.
+-- period (member <jid>:<now>, score: when), ql:lanner:flow:holds:<bucket>
+-- (ZSET) the jobs held for it (member jid, score: when it may start). A job
+-- finds room when fewer than `limit` starts fall in the last period; else it
+-- is scheduled for when the limit-th latest of the starts and holds is a
+-- period old, and held there, so that the jobs held come back `limit` at a
+-- time, in order. Each key expires a period after its latest entry.
 
 -- At most this many jobs a pop holds back (then a token is left for more).
 Flow.HELD_CAP = 1000
@@ -60,23 +59,36 @@ local function slots_used(key)
   return redis.call('zcard', slots)
 end
 
--- When `bucket` has room for `jid` (now if it has): its own reservation, if
--- any, is given up first.
+-- When `bucket` has room for `jid` (now if it has): fewer than `limit` starts
+-- in the last period. Else the time at which the jobs held before it will have
+-- had their turns: the (limit)-th latest of the starts and the holds, a
+-- period on. Its own hold, if any, is given up first.
 local function room_at(now, jid, bucket, limit, period)
-  local key = Keys.flow_starts(bucket)
-  redis.call('zremrangebyscore', key, '-inf', now - period)
-  redis.call('zrem', key, 'r:' .. jid)
-  if redis.call('zcount', key, '(' .. Num.str(now - period), Num.str(now)) < limit then
+  local starts, holds = Keys.flow_starts(bucket), Keys.flow_holds(bucket)
+  local since = now - period
+  redis.call('zremrangebyscore', starts, '-inf', since)
+  redis.call('zremrangebyscore', holds, '-inf', since)
+  local had_turn = redis.call('zrem', holds, jid) == 1
+  local recent = redis.call('zcard', starts)
+  if recent < limit then
     return now
   end
-  -- Reservations later than now count too: a job held now goes behind them.
-  local count = redis.call('zcard', key)
-  local nth = redis.call('zrange', key, count - limit, count - limit, 'WITHSCORES')
+  -- A job back at its turn that still finds no room (the starts before it were
+  -- late) keeps its place: it waits for the starts alone, not behind the holds.
+  local index = recent - limit
+  if not had_turn then
+    index = index + redis.call('zcard', holds)
+  end
+  local nth
+  if index < recent then
+    nth = redis.call('zrange', starts, index, index, 'WITHSCORES')
+  else
+    nth = redis.call('zrange', holds, index - recent, index - recent, 'WITHSCORES')
+  end
   return math.max(now, tonumber(nth[2]) + period)
 end
 
-local function add_entry(now, bucket, member, at, period)
-  local key = Keys.flow_starts(bucket)
+local function add_entry(now, key, member, at, period)
   redis.call('zadd', key, at, member)
   redis.call('pexpire', key, math.ceil((at - now + period) * 1000) + 1000)
 end
@@ -182,7 +194,7 @@ function Flow.state(now)
     local key = Keys.flow_starts(bucket)
     local since = '(' .. Num.str(now - period)
     local recent = redis.call('zcount', key, since, Num.str(now))
-    local held = redis.call('zcount', key, '(' .. Num.str(now), '+inf')
+    local held = redis.call('zcount', Keys.flow_holds(bucket), '(' .. Num.str(now), '+inf')
     local next_at = now
     if recent >= limit then
       local nth = redis.call('zrangebyscore', key, since, Num.str(now), 'WITHSCORES', 'LIMIT',
@@ -256,7 +268,7 @@ function Flow.admit(now, queue, jid)
   end
   if due > now then
     for _, rate in ipairs(rates) do
-      add_entry(now, rate[1], 'r:' .. jid, due, rate[3])
+      add_entry(now, Keys.flow_holds(rate[1]), jid, due, rate[3])
     end
     redis.call('zrem', Keys.queue(queue, 'work'), jid)
     redis.call('hmset', Keys.job(jid), 'state', 'scheduled', 'time', due)
@@ -264,7 +276,7 @@ function Flow.admit(now, queue, jid)
     return false
   end
   for _, rate in ipairs(rates) do
-    add_entry(now, rate[1], jid .. ':' .. Num.str(now), now, rate[3])
+    add_entry(now, Keys.flow_starts(rate[1]), jid .. ':' .. Num.str(now), now, rate[3])
   end
   if key ~= nil then
     redis.call('zadd', Keys.flow_slots(key), now, jid)

@@ -230,7 +230,8 @@
 --       keep (a waiting, scheduled, depends, running or stalled job of the
 --       jid is kept as it is, nothing stored), once (a job of the jid in any
 --       state, complete and failed included, is kept: a schedule's tick runs
---       once) or move-unless-running (error
+--       once), keep-waiting (a waiting, scheduled or depends job is kept; a
+--       running one refused as by move-unless-running) or move-unless-running (error
 --       `Job <jid> is running: ...` instead of moving a running job)
 --   put's and put_many's option expires_at: a time from which the job, while
 --       waiting, is dropped instead of popped (counted expired in its queue);

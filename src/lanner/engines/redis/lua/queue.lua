@@ -359,6 +359,10 @@ function Queue.kept_or_refused(jid, if_exists)
   if if_exists == 'once' then
     return state ~= nil
   end
+  if if_exists == 'keep-waiting'
+      and (state == 'waiting' or state == 'scheduled' or state == 'depends') then
+    return true
+  end
   if state == 'running' or state == 'stalled' then
     raise('Job %s is running: it is not moved (if_exists %s)', jid, if_exists)
   end
