@@ -98,3 +98,31 @@ def test_no_two_runs_of_one_key_overlap_through_kill_9(workspace: Workspace) -> 
         spans.sort()
         for (_, end), (start, _) in pairwise(spans):
             assert start >= end, f"two runs of key {key} overlapped"
+
+
+TICKING = """
+@app.periodic(every=1)
+@app.task(queue="work", name="ticking.tick", max_retries=0)
+def tick():
+    from lanner import current_job
+
+    record("tick", current_job().jid)
+"""
+
+
+def test_two_pools_run_each_tick_of_a_schedule_once(workspace: Workspace) -> None:
+    ws = workspace
+    tasks = ws.write_module(TICKING)
+    with (
+        running_pool(tasks.app, concurrency=1) as first,
+        running_pool(tasks.app, concurrency=1) as second,
+    ):
+
+        def both() -> None:
+            first.supervise(0.05)
+            second.supervise(0.05)
+
+        wait_until(lambda: len(ws.lines("tick")) >= 3, 30, "three ticks", step=both)
+    ran = [line.jid for line in ws.lines("tick")]
+    assert len(ran) == len(set(ran)), "a tick ran twice"
+    assert all(jid.startswith("periodic-ticking.tick@") for jid in ran)
