@@ -119,6 +119,7 @@
 --       lanner_expires_at         lanner: the time from which it is dropped
 --                                 instead of popped while waiting (put's
 --                                 expires_at, capped by <queue>-max-age)
+--       lanner_flow               lanner (FLOW): the job's flow, put's option
 --   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
 --                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at
@@ -205,6 +206,20 @@
 --                                 children (members of ql:lanner:children:
 --                                 <queue>). Its items are the sizes of its -work,
 --                                 -scheduled, -locks and -depends
+--   ql:q:<queue>-flow             STRING lanner only (FLOW): the queue has flow jobs
+--   ql:q:<queue>-parked           HASH   FLOW: key -> cap, keys with jobs parked
+--   ql:q:<queue>-parked:<key>     ZSET   FLOW: jobs waiting for a slot of <key>
+--                                 (score: their -work score); and
+--                                 -parked:f:<key>, LIST: a fair key's next jobs
+--   ql:q:<queue>-fair             HASH   FLOW: fair key -> its one job in -work
+--   ql:lanner:flow:slots:<key>    ZSET   FLOW: jobs of <key> popped and (until a
+--                                 pop prunes them) not yet finished
+--   ql:lanner:flow:starts:<bucket>, ql:lanner:flow:holds:<bucket>
+--                                 ZSET   FLOW: starts of the last period; jobs
+--                                 held for the bucket (score: their turn)
+--   ql:lanner:flow:keys, ql:lanner:flow:buckets
+--                                 HASH   FLOW: keys (-> cap) and buckets (->
+--                                 [limit, period]) lanner.flow_state lists
 --   ql:lanner:children:<parent>   SET    lanner only (FANOUT): the children
 --                                 <child> of a parent queue: a pop or peek of
 --                                 <parent>+<child> adds one, queue.forget of it
@@ -255,6 +270,14 @@
 --       a copy its child's bounds refuse is dropped (counted discarded there),
 --       and a copy whose job is running is left alone under
 --       move-unless-running. A put into a child reaches only the child.
+--   put's and put_many's option flow (FLOW, flow.lua): JSON {c: key, m: cap,
+--       r: [[bucket, limit, period]...], f: fair key}, kept in the job's hash
+--       (lanner_flow); pop holds the job back while its key has m running jobs
+--       (parked: ql:q:<queue>-parked:<key>) or a bucket had `limit` starts in
+--       the last period (scheduled for when it has room, no retry spent), and
+--       takes the jobs of different fair keys in turns
+--   lanner.flow_state                        JSON {keys: [[key, running, cap,
+--       held]...], buckets: [[bucket, limit, period, recent, held, next_at]...]}
 --   lanner.usage queue                       [items, bytes, total, expired,
 --       discarded] (integers)
 --   complete's option `result r`: JSON text the completed job keeps
