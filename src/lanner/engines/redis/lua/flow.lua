@@ -31,10 +31,11 @@ Flow.HELD_CAP = 1000
 -- Jobs fairness sent into -work, ever: a pop that sees it grow reads -work again.
 Flow.placed = 0
 
--- Keys whose slots this call has pruned (a key is pruned once per call).
-local pruned
+-- Keys whose slots this call has pruned (a key is pruned once per call), and
+-- queues known to have parked jobs or not (a complete_many asks once).
+local pruned, has_parked
 per_call(function()
-  pruned = nil
+  pruned, has_parked = nil, nil
 end)
 
 -- How many jobs hold a slot of `key`.
@@ -289,7 +290,15 @@ end
 
 -- A lock was given up in `queue`: a parked job may run now.
 function Flow.lock_released(queue)
-  if redis.call('exists', Keys.queue(queue, 'parked')) == 1 then
+  if has_parked == nil then
+    has_parked = {}
+  end
+  local parked = has_parked[queue]
+  if parked == nil then
+    parked = redis.call('exists', Keys.queue(queue, 'parked')) == 1
+    has_parked[queue] = parked
+  end
+  if parked then
     Lanner.notify(queue, 1)
   end
 end
