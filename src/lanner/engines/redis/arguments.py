@@ -52,9 +52,10 @@ def put_many(jobs: Sequence[NewJob]) -> str:
     objects = [
         {k: v for k, v in job._asdict().items() if v is not None and v != "move"} for job in jobs
     ]
-    for job, spec in zip(jobs, objects, strict=True):
-        if job.flow is not None:
-            spec["flow"] = job.flow.encoded()
+    if any(job.flow is not None for job in jobs):
+        for job, spec in zip(jobs, objects, strict=True):
+            if job.flow is not None:
+                spec["flow"] = job.flow.encoded()
     return json.dumps(objects, separators=(",", ":"))
 
 
