@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
     from lanner.engines import open_engine
     from lanner.events import EventStream
+    from lanner.flow import Debounce
     from lanner.handle import JobHandle
     from lanner.job import Failure, HistoryEvent, Job, JobState
     from lanner.operations import drain, list_jobs, retry_failed
@@ -60,12 +61,14 @@ if TYPE_CHECKING:
         DEFAULT_RETRIES,
         ConfigValue,
         Event,
+        Flow,
         JobOutcome,
         JobPage,
         NewJob,
         QueueCounts,
         QueueStats,
         QueueUsage,
+        RateLimit,
         RecurringJob,
         TimingStats,
         WorkerCounts,
@@ -80,6 +83,7 @@ _LAZY: dict[str, str] = {
     "App": "lanner.app",
     "set_default_app": "lanner.app",
     "Task": "lanner.task",
+    "Debounce": "lanner.flow",
     "JobHandle": "lanner.handle",
     "current_job": "lanner.context",
     "WorkerPool": "lanner.worker.pool",
@@ -99,6 +103,8 @@ _LAZY: dict[str, str] = {
     "Failure": "lanner.job",
     "HistoryEvent": "lanner.job",
     "NewJob": "lanner.records",
+    "Flow": "lanner.records",
+    "RateLimit": "lanner.records",
     "Event": "lanner.records",
     "EventStream": "lanner.events",
     "JobPage": "lanner.records",
@@ -135,12 +141,14 @@ __all__ = [
     "ChubbyTaskException",
     "ConfigError",
     "ConfigValue",
+    "Debounce",
     "DecodeError",
     "Engine",
     "EngineUnavailable",
     "Event",
     "EventStream",
     "Failure",
+    "Flow",
     "HistoryEvent",
     "ImproperlyConfiguredException",
     "InvalidName",
@@ -167,6 +175,7 @@ __all__ = [
     "QueueFull",
     "QueueStats",
     "QueueUsage",
+    "RateLimit",
     "RecurringJob",
     "ResultError",
     "ResultTooLarge",

@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, overload
 
 from lanner import instruments, names
@@ -34,14 +35,25 @@ from lanner.engine import Capability, Engine
 from lanner.engines import open_engine, shown_url
 from lanner.errors import (
     ChubbyTaskException,
+    InvalidState,
     InvalidTimeLimitTaskException,
     MalformedArgument,
     PayloadTooLarge,
+)
+from lanner.flow import (
+    Debounce,
+    FlowOptions,
+    KeySpec,
+    as_debounce,
+    debounced,
+    flow_of,
+    other_turn,
 )
 from lanner.handle import JobHandle
 from lanner.messages import Message, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.records import NewJob
+from lanner.schedules import CatchUp, Schedule, periodic_decorator
 from lanner.settings import Settings, configured_from_environment, load_settings
 from lanner.task import Task, find_task, registered_tasks
 from lanner.taskfunction import TaskFunction, TaskOptions, task_class_for
@@ -50,6 +62,7 @@ logger = logging.getLogger("lanner.app")
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_T = TypeVar("_T")
 
 DEFAULT_QUEUE = "default"
 EAGER_MAX_DATA_BYTES = 10 * 1024 * 1024  # the engines' default
@@ -81,6 +94,8 @@ class App:
         self._engine: Engine | None = None if isinstance(broker, str) or broker is None else broker
         self._queues = tuple(queues) if queues is not None else None
         self._queues_by_name: dict[str, QueueConfig] | None = None
+        self.schedules: dict[str, Schedule] = {}
+        """The schedules `@app.periodic` declared, by name (lanner.schedules)."""
         key = self.settings.pickle_hmac_key
         self.codec: Codec = codec or JSONCodec()
         # What a worker of this app may unpickle: the app's own signed codec, or one
@@ -187,6 +202,12 @@ class App:
         priority: int = 0,
         name: str | None = None,
         result: bool | None = None,
+        rate_limit: str | None = None,
+        rate_key: KeySpec = None,
+        concurrency_key: KeySpec = None,
+        max_concurrency: int | None = None,
+        fair_key: KeySpec = None,
+        debounce: Debounce | float | None = None,
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
     def task(
@@ -201,6 +222,12 @@ class App:
         priority: int = 0,
         name: str | None = None,
         result: bool | None = None,
+        rate_limit: str | None = None,
+        rate_key: KeySpec = None,
+        concurrency_key: KeySpec = None,
+        max_concurrency: int | None = None,
+        fair_key: KeySpec = None,
+        debounce: Debounce | float | None = None,
     ) -> Any:
         """Decorate a function (or an `async def` one) as a task, with or without arguments.
 
@@ -209,15 +236,49 @@ class App:
         (None: no limit; its lock is kept by heartbeats as long as it runs).
         `target_runtime`: seconds past which a run is logged as slow (None: its time limit).
         `result`: whether its jobs keep what it returns (None: the app's `results`).
+        `rate_limit`, `rate_key`, `concurrency_key`, `max_concurrency`, `fair_key`,
+        `debounce`: FLOW, held by the store across all workers (docs/flow-control.md).
         docs/tasks.md has the table of defaults."""
+        flow = None
+        if rate_limit or rate_key or concurrency_key or max_concurrency or fair_key:
+            flow = FlowOptions(
+                rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
+            ).check()
         options = TaskOptions(
-            queue, max_retries, time_limit, target_runtime, priority, name, result
+            queue,
+            max_retries,
+            time_limit,
+            target_runtime,
+            priority,
+            name,
+            result,
+            flow,
+            as_debounce(debounce),
         )
 
         def decorate(function: Callable[P, R]) -> TaskFunction[P, R]:
             return TaskFunction(self, function, task_class_for(self, function, options))
 
         return decorate(fn) if fn is not None else decorate
+
+    def periodic(
+        self,
+        *,
+        cron: str | None = None,
+        every: timedelta | float | None = None,
+        tz: str = "UTC",
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        catch_up: CatchUp = "once",
+        name: str | None = None,
+    ) -> Callable[[_T], _T]:
+        """Run the task below (`@app.task`, or a Task class) on a schedule, fired by the
+        store: `cron` (a cron expression in time zone `tz`; the `cron` extra) or `every`
+        (a timedelta or seconds). `args`/`kwargs` are its runs' arguments; `catch_up` what
+        runs of the ticks missed while no pool ran: "once" (default), "all" or "skip".
+        The pool registers it at start; `name` (default: the task's) identifies it.
+        docs/flow-control.md."""
+        return periodic_decorator(self, cron, every, tz, args, kwargs, catch_up, name)
 
     # -- publishing -----------------------------------------------------------------------
     def publish(
@@ -282,6 +343,11 @@ class App:
             jids = self.engine.put_many(jobs) if within is None else self._put_within(within, jobs)
         except PayloadTooLarge as error:
             raise ChubbyTaskException(str(error)) from None
+        except InvalidState:
+            # A debounced key's other turn is put outside any caller's transaction: refused.
+            if within is not None or not any(job.jid.startswith("debounce-") for job in jobs):
+                raise
+            jids = [self._put_debounced(job) for job in jobs]  # one at a time, then
         return [JobHandle(jid, self) for jid in jids]
 
     def _put_within(self, conn: sqlite3.Connection, jobs: list[NewJob]) -> list[str]:
@@ -296,6 +362,16 @@ class App:
         checked = checks.put_many(jobs, None, engine.max_data_bytes)  # refused now, not later
         outbox.write(conn, checked.jobs)
         return [job.jid for job in checked.jobs]
+
+    def _put_debounced(self, job: NewJob) -> str:
+        """Put a job; one of a debounce key whose run is running goes to its other jid (a
+        key's two jids take turns, and its runs never overlap: its concurrency key)."""
+        try:
+            return self.engine.put_many([job])[0]
+        except InvalidState:
+            if not job.jid.startswith("debounce-"):
+                raise
+            return self.engine.put_many([job._replace(jid=other_turn(job.jid))])[0]
 
     async def apublish_many(self, messages: Iterable[Message]) -> list[JobHandle]:
         """`publish_many()` for async code: the engine's round trip (or an eager run) is
@@ -336,7 +412,7 @@ class App:
             inherited = "max_retries" not in vars(task)
             if config is not None and config.retries is not None and inherited:
                 retries = config.retries
-        return NewJob(
+        new = NewJob(
             queue=queue,
             jid=jid,
             klass=task.name,
@@ -348,7 +424,19 @@ class App:
             depends=options.depends,
             # A workflow's jids are new (lanner.workflows.plan): nothing to keep or refuse.
             if_exists=self._if_exists(chosen and workflow is None, options.unique),
+            flow=flow_of(
+                task,
+                options.flow,
+                queue,
+                config.rate_limit if config is not None else None,
+                message.args,
+                message.kwargs,
+            ),
         )
+        debounce = options.debounce or getattr(task, "debounce", None)
+        if debounce is None:
+            return new
+        return debounced(new, task, debounce, message.args, message.kwargs)
 
     def _if_exists(self, chosen_jid: bool, unique: bool) -> str:
         """A jid chosen by the publisher may be live: keep it (unique), or move it unless it

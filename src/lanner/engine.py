@@ -22,6 +22,8 @@ from lanner.hooks import EngineHooks
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    Flow,
+    FlowState,
     JobOutcome,
     JobPage,
     NewJob,
@@ -107,7 +109,7 @@ class Capability(StrEnum):
     QUEUE_FORGET = "queue-forget"
     RESULTS = "results"  # complete(result=...), complete_many(results=...), Job.result
     WAIT = "wait"  # wait(jid): block until a job finishes, without polling the store
-    UNIQUE = "unique"  # put(if_exists="keep" | "move-unless-running"), atomically
+    UNIQUE = "unique"  # put(if_exists="keep" | "move-unless-running" | "once"), atomically
     # Jobs known by jid: get, multiget, requeue; a put of a live jid moves that job
     # (without it every put is a new message: a jid put twice runs twice).
     LOOKUP = "lookup"
@@ -122,6 +124,8 @@ class Capability(StrEnum):
     FANOUT = "fanout"
     # events(): a live feed of what happens in the store (lanner.events, docs/events.md)
     EVENTS = "events"
+    # put(flow=...): rate limits and concurrency keys, held in the store (docs/flow-control.md)
+    FLOW = "flow"
 
 
 class Engine(EngineHooks):
@@ -154,6 +158,7 @@ class Engine(EngineHooks):
         worker: str = "",
         if_exists: str = "move",
         expires_at: float | None = None,
+        flow: Flow | None = None,
         now: float | None = None,
     ) -> str:
         """Create the job, or move it if `jid` exists (its lock, failure and queue are dropped).
@@ -170,12 +175,26 @@ class Engine(EngineHooks):
         or `max-size` drops waiting jobs from the queue's head (pop order) if it discards
         old ones when full, else raises `QueueFull`; data over `max-item-size` raises
         `PayloadTooLarge`.
+        FLOW: `flow` holds the job back at pops while its concurrency key is at its cap (it
+        waits aside until one of the key's jobs stops running) or a rate limit has no room
+        (it is scheduled for when there is), without spending a retry.
         FANOUT: a put into `q` also puts the job into every `q+<child>` popped or peeked at
         least once, as jid `<jid>+<child>` (without `depends`; a child that is full and does
         not discard drops its copy, counted as discarded).
         """
         given = NewJob(
-            queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists, expires_at
+            queue,
+            jid,
+            klass,
+            data,
+            delay,
+            priority,
+            tags,
+            retries,
+            depends,
+            if_exists,
+            expires_at,
+            flow,
         )
         return self._put_checked("put", checks.put(given, worker, now, self.max_data_bytes))[0]
 
@@ -198,11 +217,23 @@ class Engine(EngineHooks):
         worker: str = "",
         if_exists: str = "move",
         expires_at: float | None = None,
+        flow: Flow | None = None,
         now: float | None = None,
     ) -> str:
         """LOOKUP: like `put`, but the job must exist (else `JobNotFound`)."""
         given = NewJob(
-            queue, jid, klass, data, delay, priority, tags, retries, depends, if_exists, expires_at
+            queue,
+            jid,
+            klass,
+            data,
+            delay,
+            priority,
+            tags,
+            retries,
+            depends,
+            if_exists,
+            expires_at,
+            flow,
         )
         checked = checks.put(given, worker, now, self.max_data_bytes)
         self._require(Capability.LOOKUP, "requeue")
@@ -227,6 +258,8 @@ class Engine(EngineHooks):
             self._require(Capability.UNIQUE, f"put(if_exists={job.if_exists!r})")
         if job.expires_at is not None:
             self._require(Capability.LIMITS, "put(expires_at=...)")
+        if job.flow is not None:
+            self._require(Capability.FLOW, "put(flow=...)")
         self._gate_fanout(job.queue, "put")
 
     def _gate_fanout(self, queue: str, command: str) -> None:
@@ -455,6 +488,13 @@ class Engine(EngineHooks):
         command = checks.queue_at(queue, now)
         self._require(Capability.LIMITS, "queue_usage")
         return self._queue_usage(command)
+
+    def flow_state(self, *, now: float | None = None) -> FlowState:
+        """FLOW: each concurrency key (running, cap, jobs held) and rate bucket (starts in
+        the last period, jobs held, when it has room), as the store holds them now."""
+        at = values.now(now)
+        self._require(Capability.FLOW, "flow_state")
+        return self._flow_state(at)
 
     def length(self, queue: str, *, now: float | None = None) -> int:
         """Running + stalled + waiting + scheduled jobs of `queue` (not depends, nor recurring)."""

@@ -61,6 +61,7 @@ _WHAT_IT_TAKES = {
     "max-concurrency": "cap how many jobs of a queue run at once",
     "results": "keep what a task returned",
     "unique": "keep one live job per id",
+    "flow": "hold jobs back by rate limit or concurrency key in the store",
 }
 """What a capability lets an engine do, as `Unsupported` says it is missing."""
 

@@ -19,6 +19,7 @@ from lanner.errors import Unsupported
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    FlowState,
     JobOutcome,
     JobPage,
     QueueCounts,
@@ -170,6 +171,9 @@ class EngineHooks(abc.ABC):
 
     def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
         raise self._missing("_queue_usage")
+
+    def _flow_state(self, now: float) -> FlowState:
+        raise self._missing("_flow_state")
 
     def _workers(self, now: float) -> list[WorkerCounts]:
         raise self._missing("_workers")

@@ -84,6 +84,20 @@ MAX_INTEGER: Final = 10**14 - 1
 """The largest integer every engine keeps exactly: 14 digits, what Redis's Lua JSON
 encoder writes of a number (a Lua number is a double, exact to 2**53)."""
 
+# -- flow control (docs/flow-control.md) ---------------------------------------------------
+MAX_RATE_LIMIT: Final = 100_000
+"""Runs a rate limit lets start per period (`rate_limit="100/m"`): the store keeps the start
+time of each run of the last period, so a bound on runs is one on that memory."""
+
+MAX_RATE_PERIOD_SEC: Final = 86_400.0
+"""A rate limit's period: a day ("/d"); a longer one is a quota, not a rate."""
+
+MAX_CONCURRENCY_PER_KEY: Final = 100_000
+"""`max_concurrency`: jobs of one key running at once (a pop counts them)."""
+
+MAX_RATE_LIMITS_PER_JOB: Final = 8
+"""Rate limits one job is held by (its task's, its key's, its queue's...)."""
+
 # -- benchmarks and tools -----------------------------------------------------------------
 MAX_RUN_JOBS: Final = 10_000_000
 """Jobs, items or samples one run of `lanner bench`, `chaos` or `simulate` makes."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from lanner.flow import Debounce, FlowOptions
     from lanner.task import Task
 
 
@@ -26,6 +27,8 @@ class PublishOptions:
     jid: str | None = None
     retries: int | None = None
     unique: bool = False  # with a jid: keep a live job of that jid rather than publish
+    flow: FlowOptions | None = None  # rate limit and concurrency key, over the task's
+    debounce: Debounce | None = None  # over the task's
 
 
 @dataclass(frozen=True, slots=True)

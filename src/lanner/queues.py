@@ -64,6 +64,8 @@ class QueueConfig:
     `discard_old_when_full`: Kestrel's bounds (engine config `<queue>-max-items`, ...;
     docs/kestrel.md), applied by every put whoever makes it; None leaves the engine's
     setting alone.
+    `rate_limit`: FLOW, at most this many runs of the queue's jobs start per period
+    ("100/m"), across all workers (docs/flow-control.md); None: no limit.
     """
 
     name: str
@@ -79,6 +81,7 @@ class QueueConfig:
     max_item_size: int | None = None
     max_age: float | None = None
     discard_old_when_full: bool | None = None
+    rate_limit: str | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -103,6 +106,13 @@ class QueueConfig:
         if self.max_age is not None:
             max_age = _check_number(self.name, "max_age", self.max_age, False, limits.MAX_DELAY_SEC)
             object.__setattr__(self, "max_age", max_age)
+        if self.rate_limit is not None:
+            from lanner.flow import parse_rate
+
+            try:
+                parse_rate(self.rate_limit)
+            except ConfigError as error:
+                raise ConfigError(str(error), queue=self.name, field="rate_limit") from None
         if self.discard_old_when_full is not None and not isinstance(
             self.discard_old_when_full, bool
         ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -14,10 +15,82 @@ ConfigValue: TypeAlias = str | int | float
 DEFAULT_RETRIES: Final = 5
 
 
-IF_EXISTS: Final = ("move", "keep", "move-unless-running")
+IF_EXISTS: Final = ("move", "keep", "move-unless-running", "once", "keep-waiting")
 """What a put does to a job of the same jid that is live (waiting, scheduled, depends,
 running or stalled): `move` it (qless's put: its lock is dropped), `keep` it as it is and
-store nothing (a unique job), or move it unless it is running (`InvalidState` then)."""
+store nothing (a unique job), or move it unless it is running (`InvalidState` then);
+`once` keeps a job of the jid in any state, complete and failed included (a schedule's
+tick runs once while the store remembers it); `keep-waiting` keeps a waiting, scheduled or
+depends one and refuses to move a running one (a debounce that keeps the first)."""
+
+
+class RateLimit(NamedTuple):
+    """FLOW: at most `limit` runs start in any `period` seconds among the jobs naming `bucket`."""
+
+    bucket: str
+    limit: int
+    period: float
+
+
+class Flow(NamedTuple):
+    """FLOW: what holds a job back before it runs (docs/flow-control.md).
+
+    At most `max_concurrency` jobs naming `concurrency_key` run at once, anywhere (0: no
+    cap); and each of `rates` lets it start only while its bucket has room. The store
+    checks both when a pop reaches the job: a job over a rate waits, scheduled for when
+    the bucket has room again; one over its key's cap waits aside until a job of the key
+    stops running. Jobs of a queue with different `fair_key`s take turns: one key's
+    burst does not hold the others back for its whole length.
+    """
+
+    concurrency_key: str | None = None
+    max_concurrency: int = 0
+    rates: tuple[RateLimit, ...] = ()
+    fair_key: str | None = None  # its queue's jobs of different fair keys take turns
+
+    def encoded(self) -> str:
+        """The JSON text engines store with the job: {"c": key, "m": cap, "r": [[bucket,
+        limit, period], ...], "f": fair key}, members left out when empty."""
+        spec: dict[str, object] = {}
+        if self.concurrency_key is not None and self.max_concurrency > 0:
+            spec["c"], spec["m"] = self.concurrency_key, self.max_concurrency
+        if self.rates:
+            spec["r"] = [list(rate) for rate in self.rates]
+        if self.fair_key is not None:
+            spec["f"] = self.fair_key
+        return json.dumps(spec, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class FlowKey:
+    """FLOW: a concurrency key: its jobs running now, its cap, and the waiting jobs it holds
+    back (those of its jobs that wait while it is at its cap)."""
+
+    key: str
+    running: int
+    cap: int
+    held: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowBucket:
+    """FLOW: a rate bucket: its limit per period, the runs started in the last period, the
+    jobs it holds back (scheduled for when it has room), and when it has room next."""
+
+    bucket: str
+    limit: int
+    period: float
+    recent: int
+    held: int
+    next_at: float  # the `now` asked about, when it has room now
+
+
+@dataclass(frozen=True, slots=True)
+class FlowState:
+    """FLOW: what the store's controls hold back now (`Engine.flow_state`)."""
+
+    keys: tuple[FlowKey, ...]
+    buckets: tuple[FlowBucket, ...]
 
 
 class NewJob(NamedTuple):
@@ -34,6 +107,7 @@ class NewJob(NamedTuple):
     depends: Sequence[str] | None = None
     if_exists: str = "move"  # one of IF_EXISTS
     expires_at: float | None = None  # LIMITS: dropped, never handed out, from this Unix time
+    flow: Flow | None = None  # FLOW: rate limits and a concurrency key
 
 
 NO_DETAILS: Final[Mapping[str, str]] = MappingProxyType({})

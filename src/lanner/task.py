@@ -34,7 +34,7 @@ import re
 import time
 import traceback
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -45,6 +45,7 @@ from lanner.publisher import Publisher
 if TYPE_CHECKING:
     from lanner.app import App
     from lanner.codec import Payload
+    from lanner.flow import Debounce
     from lanner.handle import JobHandle
     from lanner.job import Job
     from lanner.settings import Settings
@@ -113,6 +114,22 @@ class Task:
     """Exceptions that are never retried: the job fails at once."""
     app: ClassVar[App | None] = None
     """The app that publishes it; None: the default app, built from configuration."""
+    rate_limit: ClassVar[str | None] = None
+    """FLOW: at most this many runs start per period, across all workers ("100/m"; per s,
+    m, h or d); None: no limit (docs/flow-control.md)."""
+    rate_key: ClassVar[str | Callable[..., object] | None] = None
+    """The bucket `rate_limit` counts in: a str, or a callable of the run's arguments whose
+    value names it (jobs naming the same key share it); None: the task's own."""
+    concurrency_key: ClassVar[str | Callable[..., object] | None] = None
+    """The key `max_concurrency` counts running jobs of (a str or a callable of the run's
+    arguments, as `rate_key`); None: the task's own."""
+    max_concurrency: ClassVar[int | None] = None
+    """FLOW: at most this many jobs of its concurrency key run at once, anywhere."""
+    debounce: ClassVar[Debounce | None] = None
+    """FLOW: one waiting run per key for a window (`lanner.Debounce`); None: none."""
+    fair_key: ClassVar[str | Callable[..., object] | None] = None
+    """FLOW: jobs of its queue with different fair keys (a str, or a callable of the run's
+    arguments: a tenant) take turns; None: it takes no part in the turns."""
     keep_result: ClassVar[bool | None] = None
     """Whether its jobs keep what `run_task` returns (`handle.result()`); None: the app's
     `results` setting."""

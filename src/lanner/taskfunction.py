@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
+from lanner.flow import Debounce, FlowOptions, KeySpec, as_debounce
 from lanner.messages import Message, PublishOptions
 from lanner.task import Task
 
@@ -35,6 +36,8 @@ class TaskOptions(NamedTuple):
     priority: int
     name: str | None
     result: bool | None
+    flow: FlowOptions | None = None
+    debounce: Debounce | None = None
 
 
 def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions) -> type[Task]:
@@ -64,6 +67,8 @@ def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions)
         ),
         "priority": options.priority,
         "keep_result": options.result,
+        **_flow_attributes(options.flow),
+        **({"debounce": options.debounce} if options.debounce is not None else {}),
         "app": app,
         "run_task": run_task,
         "__module__": function.__module__,
@@ -72,6 +77,24 @@ def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions)
     }
     name = options.name or f"{function.__module__}.{function.__qualname__}"
     return type(function.__name__, (Task,), attributes, name=name)
+
+
+def _flow_attributes(flow: FlowOptions | None) -> dict[str, Any]:
+    """The Task class attributes of what `@app.task` gave (FLOW); none if it gave none."""
+    if flow is None:
+        return {}
+    # A callable key stays a plain function of the arguments, not a method.
+    return {
+        "rate_limit": flow.rate_limit,
+        "rate_key": staticmethod(flow.rate_key) if callable(flow.rate_key) else flow.rate_key,
+        "concurrency_key": (
+            staticmethod(flow.concurrency_key)
+            if callable(flow.concurrency_key)
+            else flow.concurrency_key
+        ),
+        "max_concurrency": flow.max_concurrency,
+        "fair_key": staticmethod(flow.fair_key) if callable(flow.fair_key) else flow.fair_key,
+    }
 
 
 class TaskFunction(Generic[P, R]):
@@ -121,8 +144,23 @@ class TaskFunction(Generic[P, R]):
         retries: int | None = None,
         unique: bool = False,
         app_data: Any = None,
+        rate_limit: str | None = None,
+        rate_key: KeySpec = None,
+        concurrency_key: KeySpec = None,
+        max_concurrency: int | None = None,
+        fair_key: KeySpec = None,
+        debounce: Debounce | float | None = None,
     ) -> BoundOptions[P]:
-        options = PublishOptions(queue, delay, priority, tags, depends, jid, retries, unique)
+        """Publish options of one run; the FLOW ones override the task's
+        (docs/flow-control.md)."""
+        flow = None
+        if rate_limit or rate_key or concurrency_key or max_concurrency or fair_key:
+            flow = FlowOptions(
+                rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
+            ).check()
+        options = PublishOptions(
+            queue, delay, priority, tags, depends, jid, retries, unique, flow, as_debounce(debounce)
+        )
         return BoundOptions(self.app, self.task_class, options, app_data)
 
 

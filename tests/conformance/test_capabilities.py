@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from lanner import Capability, Engine, LannerError, NewJob, Unsupported
+from lanner import Capability, Engine, Flow, LannerError, NewJob, Unsupported
 
 from .helpers import T0, in_state
 
@@ -41,6 +41,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.LIMITS,
             Capability.FANOUT,
             Capability.EVENTS,
+            Capability.FLOW,
         }
     ),
     "redis": frozenset(Capability),
@@ -152,6 +153,9 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
     Capability.EVENTS: {
         "events": lambda e: e.events().close(),
         "events(worker=)": lambda e: e.events(worker="w1").close(),
+    },
+    Capability.FLOW: {
+        "put(flow=)": lambda e: e.put("q", "new", "Task", flow=Flow("k", 1), now=NOW),
     },
 }
 

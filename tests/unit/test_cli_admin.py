@@ -585,8 +585,8 @@ def test_a_job_due_past_year_9999_is_shown_as_it_is(
 
 def test_register_adds_every_admin_command(cli: click.Group) -> None:
     assert sorted(cli.commands) == [
-        "cancel", "failed", "job", "jobs", "pause", "publish", "retry", "stats", "status",
-        "unpause",
+        "cancel", "failed", "flow", "job", "jobs", "pause", "publish", "retry", "schedules",
+        "stats", "status", "unpause",
     ]  # fmt: skip
 
 
@@ -596,8 +596,9 @@ def test_lanner_has_every_command() -> None:
     from lanner.cli import main
 
     assert main.list_commands(click.Context(main)) == [
-        "bench", "cancel", "chaos", "demo", "failed", "job", "jobs", "pause", "publish",
-        "redis-script", "retry", "serve", "simulate", "stats", "status", "unpause", "web", "worker",
+        "bench", "cancel", "chaos", "demo", "failed", "flow", "job", "jobs", "pause", "publish",
+        "redis-script", "retry", "schedules", "serve", "simulate", "stats", "status", "unpause",
+        "web", "worker",
     ]  # fmt: skip
 
 

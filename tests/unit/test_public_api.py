@@ -24,7 +24,7 @@ PUBLIC = {
     "Engine", "open_engine", "Capability", "CONFIG_DEFAULTS", "DEFAULT_RETRIES", "ConfigValue",
     "Job", "JobState", "Failure", "HistoryEvent", "NewJob", "JobPage", "JobOutcome", "QueueCounts",
     "QueueStats", "QueueUsage", "TimingStats", "RecurringJob", "WorkerCounts", "WorkerJobs",
-    "Event", "EventStream",
+    "Event", "EventStream", "Flow", "RateLimit", "Debounce",
     # the error tree (lanner.errors), Kale's names included
     "LannerError", "Unsupported", "MalformedArgument", "InvalidName", "PayloadTooLarge",
     "ChubbyTaskException", "ArgumentError", "ConfigError", "ImproperlyConfiguredException",

@@ -290,7 +290,7 @@ def test_unknown_field_names_it_and_the_known_ones(in_tmp: Path) -> None:
         "queues.yaml: queue 'high': unknown field 'batchsize' (did you mean 'batch_size'?); "
         "the fields are name, priority, batch_size, visibility_timeout_sec, long_poll_time_sec, "
         "num_iterations, max_concurrency, retries, max_items, max_size, max_item_size, max_age, "
-        "discard_old_when_full"
+        "discard_old_when_full, rate_limit"
     )
     message = load_error("- {name: high, priority: 1, 7: x}\n")
     assert message.startswith("queues.yaml: queue 'high': unknown field 7; the fields are name")
@@ -412,3 +412,12 @@ def test_kestrel_bounds_become_engine_config_keys() -> None:
 def test_bad_kestrel_bounds_are_config_errors(field: str, value: object) -> None:
     with pytest.raises(ConfigError, match=field):
         QueueConfig("work", **{field: value})  # type: ignore[arg-type]
+
+
+def test_a_queues_rate_limit_is_read_and_checked(in_tmp: Path) -> None:
+    Path("queues.yaml").write_text("- {name: api, priority: 1, rate_limit: 100/m}\n")
+    [queue] = load_queue_config("queues.yaml")
+    assert queue.rate_limit == "100/m"
+    message = load_error("- {name: api, priority: 1, rate_limit: often}\n")
+    assert "rate_limit" in message
+    assert "\n" not in message

@@ -255,7 +255,7 @@ def test_a_version_2_file_is_migrated_with_the_usage_of_its_jobs(tmp_path: Path)
     _version_2_file(path)
     with SQLiteEngine(path) as engine:
         with engine.database.statement() as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         q = engine.queue_usage("q", now=T0)
         # waiting 7 bytes, running 8, scheduled 5; the failed job counts only as put
         assert (q.items, q.bytes, q.total_items, q.expired, q.discarded) == (3, 20, 4, 0, 0)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import html
+import json
 import time
 
 from starlette.testclient import TestClient
 
 from lanner import Capability, Engine, checks
-from lanner.records import NewJob
+from lanner.records import Flow, NewJob, RateLimit
 
 from .conftest import populate
 
@@ -119,6 +120,24 @@ def test_recurring_jobs_are_listed(engine: Engine, client: TestClient) -> None:
     page = client.get("/recurring").text
     assert "nightly" in page
     assert "1.0h" in page
+
+
+def test_the_flow_page_shows_keys_buckets_and_schedules(engine: Engine, client: TestClient) -> None:
+    if Capability.FLOW not in engine.capabilities:
+        assert client.get("/flow").status_code == 200  # every section empty
+        return
+    engine.put_many(
+        [NewJob("sync", f"k{i}", "tasks.sync", flow=Flow("user-7", 1)) for i in range(2)]
+        + [NewJob("sync", "r", "tasks.sync", flow=Flow(rates=(RateLimit("partner", 5, 60.0),)))]
+    )
+    engine.pop("sync", "w", 5)
+    engine.config_set("lanner-schedule:tasks.report", json.dumps(
+        {"spec": json.dumps({"task": "tasks.report", "cron": None, "every": 300.0, "tz": "UTC",
+                             "catch_up": "once"}), "registered": 1.0}))  # fmt: skip
+    page = client.get("/flow").text
+    assert "user-7" in page
+    assert "partner" in page
+    assert "every 300 s" in page
 
 
 def test_bad_input_is_a_page_not_a_traceback(engine: Engine, client: TestClient) -> None:

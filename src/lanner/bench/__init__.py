@@ -12,6 +12,7 @@
     web         `lanner bench web`: engine commands and time per dashboard page
     idle        `lanner bench idle`: CPU of an idle pool (and dashboard), then pickup latency
     transactional  `lanner bench transactional`: publishing within transactions, publisher killed
+    flow        `lanner bench flow rate|keys|fair|cron`: flow control with real pools
 
 Only public names of other lanner modules are used here.
 """

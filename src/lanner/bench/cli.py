@@ -643,3 +643,12 @@ def transactional_command(
         Console().print(table)
     if not result.ok:
         raise SystemExit(1)
+
+
+def _add_flow() -> None:
+    from lanner.bench.flow import flow_bench
+
+    bench.add_command(flow_bench)
+
+
+_add_flow()

@@ -20,6 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
+from lanner.checks.flow import flow as check_flow
 from lanner.checks.recurring import RECUR_FIELDS as RECUR_FIELDS
 from lanner.checks.recurring import Recur as Recur
 from lanner.checks.recurring import RecurUpdate as RecurUpdate
@@ -66,6 +67,7 @@ def new_job(
     depends: object,
     if_exists: object,
     expires_at: object,
+    flow: object,
     limit: int,
 ) -> NewJob:
     """One job's put arguments, checked (None: keep the job's value on a move)."""
@@ -85,6 +87,7 @@ def new_job(
         None if depends is None else unique_labels(depends, "depends"),  # type: ignore[arg-type]
         str(if_exists),
         None if expires_at is None else timestamp(expires_at, "expires_at"),
+        check_flow(flow),
     )
 
 

@@ -8,6 +8,7 @@
     queues      pause, unpause: what changes a queue rather than a job
     cancel      cancel: taking jobs away, stopping their tasks if they run
     stats       stats: a queue's per-day wait and run histograms
+    flow        flow, schedules: what flow control holds back; the app's schedules
     publish     publish: one run of a task from the command line
     worker      worker: the supervised pool
     demo        demo: a pool at work on a fresh store (the demo itself lives there too)
@@ -26,10 +27,10 @@ if TYPE_CHECKING:
 
 
 def register_admin(group: click.Group) -> None:
-    """Add the commands on a store (inspect, failures, queues, cancel, publish, stats) to
-    `group`."""
-    from lanner.commands import cancel, failures, inspect, publish, queues, stats
+    """Add the commands on a store (inspect, failures, queues, cancel, publish, stats, flow)
+    to `group`."""
+    from lanner.commands import cancel, failures, flow, inspect, publish, queues, stats
 
-    for module in (inspect, failures, queues, cancel, publish, stats):
+    for module in (inspect, failures, queues, cancel, publish, stats, flow):
         for command in module.COMMANDS:
             group.add_command(command)

@@ -8,6 +8,7 @@ Routes (pages in `pages`, actions in `actions`):
     GET  /job?jid=            one job: data, history, tags, dependencies, failure, result
     GET  /failures            failure groups
     GET  /workers, /worker?name=, /recurring
+    GET  /flow                what flow control holds back; the schedules registered
     GET  /live                server-sent events: the engine's events, for live pages
     GET  /metrics             Prometheus metrics of the engine
     GET  /login; POST /login, /logout, /act/<action>
@@ -59,6 +60,7 @@ def create_app(engine: Engine, *, token: str | None = None, host: str = "127.0.0
         Route("/workers", pages.workers),
         Route("/worker", pages.worker),
         Route("/recurring", pages.recurring),
+        Route("/flow", pages.flow),
         Route("/live", _live),
         Route("/metrics", _metrics),
         Route("/login", _login_page),

@@ -146,6 +146,10 @@ def recurring(request: Request) -> Response:
     )
 
 
+def flow(request: Request) -> Response:
+    return render(request, "flow.html", {"flow": reads.flow(engine_of(request))})
+
+
 def _pretty(text: str) -> str:
     try:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)

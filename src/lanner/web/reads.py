@@ -15,7 +15,14 @@ from typing import Final
 from lanner.engine import Capability, Engine
 from lanner.histograms import percentile
 from lanner.job import Job
-from lanner.records import JobPage, QueueCounts, QueueStats, RecurringJob, WorkerCounts
+from lanner.records import (
+    FlowState,
+    JobPage,
+    QueueCounts,
+    QueueStats,
+    RecurringJob,
+    WorkerCounts,
+)
 
 DAY: Final = 86400.0
 PAGE_SIZE: Final = 25
@@ -170,6 +177,42 @@ def recurring(engine: Engine, queues: Sequence[QueueCounts]) -> list[RecurringJo
                 if template is not None:
                     found.append(template)
     return found
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleView:
+    name: str
+    task: str
+    when: str
+    next_run: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowView:
+    now: float
+    state: FlowState
+    schedules: list[ScheduleView]
+
+
+def flow(engine: Engine) -> FlowView:
+    """What flow control holds back (1 command), and the schedules the store has registered
+    (the config: 1 command), each with its next run."""
+    from lanner import schedules
+
+    now = time.time()
+    state = engine.flow_state(now=now) if has(engine, Capability.FLOW) else FlowState((), ())
+    views = []
+    if has(engine, Capability.CONFIG):
+        for name, entry in sorted(schedules.stored(engine).items()):
+            views.append(
+                ScheduleView(
+                    name,
+                    str(schedules.spec_of(entry).get("task", "")),
+                    schedules.describe(entry),
+                    schedules.next_of(name, entry, now),
+                )
+            )
+    return FlowView(now, state, views)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Final
 
+from lanner import schedules
 from lanner.engine import Capability, Engine
 from lanner.engines import shown_url
 from lanner.errors import ConfigError, StoreMisconfigured
@@ -208,6 +209,7 @@ class WorkerPool:
         self._cold = False
         self._spawns_due: list[float] = []  # when children are to be started (monotonic)
         self._respawn = Backoff(first=0.5)
+        self._schedules_due = 0.0  # when to put the schedules' next ticks (monotonic)
 
     # -- public ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -222,6 +224,12 @@ class WorkerPool:
             "settling the jobs of this host's workers that died with their supervisor",
             orphans_of_host(socket.gethostname(), process_alive, self.app.settings.retry_delay),
         )
+        if self.app.schedules:
+            self._chores.add(
+                "registering the schedules",
+                lambda engine: schedules.register(self.app, engine, time.time()),
+            )
+            self._schedules_due = time.monotonic() + schedules.TICK_HORIZON_SEC / 2
         self._chores.run()  # now if the store answers: children then pop with the right lock
         if self._stopping_since is not None:
             return  # stopped meanwhile (a signal during the imports or the chores)
@@ -259,6 +267,12 @@ class WorkerPool:
         self._enforce_time_limits()
         self._settle_for_stalled_children()
         self._spawn_due()
+        if self.app.schedules and time.monotonic() >= self._schedules_due:
+            self._schedules_due = time.monotonic() + schedules.TICK_HORIZON_SEC / 2
+            self._chores.add(
+                "putting the schedules' next ticks",
+                lambda engine: schedules.put_upcoming(self.app, engine, time.time()),
+            )
         self._chores.run()
         stopping = self._stopping_since is not None and not self._cold
         if stopping and time.monotonic() - (self._stopping_since or 0) >= self.shutdown_timeout:

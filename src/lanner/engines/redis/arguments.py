@@ -42,6 +42,8 @@ def put(job: NewJob, worker: str) -> list[Arg]:
         args += ["if_exists", job.if_exists]
     if job.expires_at is not None:
         args += ["expires_at", job.expires_at]
+    if job.flow is not None:
+        args += ["flow", job.flow.encoded()]
     return args
 
 
@@ -50,6 +52,10 @@ def put_many(jobs: Sequence[NewJob]) -> str:
     objects = [
         {k: v for k, v in job._asdict().items() if v is not None and v != "move"} for job in jobs
     ]
+    if any(job.flow is not None for job in jobs):
+        for job, spec in zip(jobs, objects, strict=True):
+            if job.flow is not None:
+                spec["flow"] = job.flow.encoded()
     return json.dumps(objects, separators=(",", ":"))
 
 

@@ -60,6 +60,9 @@ from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    FlowBucket,
+    FlowKey,
+    FlowState,
     JobOutcome,
     JobPage,
     QueueCounts,
@@ -260,6 +263,16 @@ class RedisEngine(Engine):
     def _queue_counts(self, command: checks.QueueAt) -> QueueCounts:
         reply = self._call("queues", command.now, command.queue, name="queue_counts")
         return replies.counts(json.loads(reply))
+
+    def _flow_state(self, now: float) -> FlowState:
+        reply = json.loads(self._call("lanner.flow_state", now, name="flow_state"))
+        return FlowState(
+            tuple(FlowKey(str(k), int(r), int(c), int(h)) for k, r, c, h in reply["keys"]),
+            tuple(
+                FlowBucket(str(b), int(limit), float(period), int(recent), int(held), float(at))
+                for b, limit, period, recent, held, at in reply["buckets"]
+            ),
+        )
 
     def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
         reply = self._call("lanner.usage", command.now, command.queue, name="queue_usage")

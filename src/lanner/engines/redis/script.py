@@ -34,6 +34,7 @@ SCRIPT_FILES: tuple[str, ...] = (
     "queue.lua",
     "recurring.lua",
     "limits.lua",
+    "flow.lua",
     "lanner.lua",
     "api.lua",
 )

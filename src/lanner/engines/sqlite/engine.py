@@ -23,6 +23,7 @@ from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import (
     eventlog,
     fanout,
+    flow,
     jobs,
     limits,
     pop,
@@ -43,6 +44,7 @@ from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    FlowState,
     JobOutcome,
     JobPage,
     NewJob,
@@ -114,6 +116,7 @@ class SQLiteEngine(Engine):
             copies = fanout.copies(conn, checked.jobs)
             admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
             put.store(conn, admitted, checked.now, config, announce=checked.worker)
+            flow.store(conn, admitted)
         return [job.jid for job in checked.jobs]
 
     def put_within(
@@ -282,6 +285,10 @@ class SQLiteEngine(Engine):
         with self.database.write() as conn:
             queues.forget(conn, command.queues)
             fanout.forget(conn, command.queues)
+
+    def _flow_state(self, now: float) -> FlowState:
+        with self.database.write() as conn:  # slots of finished jobs are pruned first
+            return flow.state(conn, now)
 
     def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
         with self.database.statement() as conn:

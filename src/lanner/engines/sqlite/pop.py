@@ -4,7 +4,8 @@ A pop, in order: a fanout child registers with its parent; nothing from a paused
 most `<queue>-max-concurrency` running; expired locks first (qless's grace period, then a
 retry spent), then jobs `timeout` stalled, then due recurring runs and scheduled jobs join
 the waiting ones, the expired among those are dropped (LIMITS), and the rest are taken by
-priority, readiness and insertion order. `has_work` and `next_due` let a blocked pop wait
+priority, readiness and insertion order (FLOW: those their flow lets run,
+flow.py). `has_work` and `next_due` let a blocked pop wait
 without writing.
 """
 
@@ -14,7 +15,7 @@ import sqlite3
 from collections.abc import Mapping
 
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import eventlog, fanout, jobs, limits, recurring, rows, stats
+from lanner.engines.sqlite import eventlog, fanout, flow, jobs, limits, recurring, rows, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.job import Job
 
@@ -63,13 +64,14 @@ def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: flo
         )
         limits.drop_expired(conn, queue, now)
         # Expired jobs left by drop_expired's bound are skipped, never handed out.
+        chosen = _WAITING
+        if flow.in_use(conn, queue):  # FLOW: its jobs may be held back
+            chosen = "SELECT value FROM json_each(:chosen)"
+            lock["chosen"] = json_list(flow.choose(conn, queue, limit - len(taken), now))
         locked = conn.execute(
             "UPDATE jobs SET state = 'running', worker = :worker, expires = :expires, "
             f"grace = 0, popped_at = :now, history = {APPEND_HISTORY} "
-            "WHERE jid IN (SELECT jid FROM jobs WHERE queue = :queue AND state = 'waiting' "
-            "              AND (expires_at IS NULL OR expires_at > :now) "
-            "              ORDER BY priority DESC, ready_at, seq LIMIT :n) "
-            f"RETURNING {JOB_COLUMNS}, ready_at, seq",
+            f"WHERE jid IN ({chosen}) RETURNING {JOB_COLUMNS}, ready_at, seq",
             {**lock, "queue": queue, "n": limit - len(taken)},
         ).fetchall()
         locked.sort(key=lambda row: (-row[4], row[-2], row[-1]))
@@ -80,6 +82,13 @@ def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: flo
             if job.tracked:
                 eventlog.emit("popped", job.jid)
     return taken
+
+
+_WAITING = (
+    "SELECT jid FROM jobs WHERE queue = :queue AND state = 'waiting' "
+    "AND (expires_at IS NULL OR expires_at > :now) "
+    "ORDER BY priority DESC, ready_at, seq LIMIT :n"
+)
 
 
 def concurrency_room(
@@ -165,6 +174,7 @@ def has_work(conn: sqlite3.Connection, queue: str, now: float) -> bool:
         return False
     (found,) = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'waiting') "
+        "  AND NOT EXISTS (SELECT 1 FROM flow_jobs WHERE queue = :q) "
         "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'stalled') "
         "OR EXISTS (SELECT 1 FROM jobs WHERE queue = :q AND state = 'scheduled' "
         "  AND ready_at <= :now) "
@@ -173,7 +183,7 @@ def has_work(conn: sqlite3.Connection, queue: str, now: float) -> bool:
         "OR EXISTS (SELECT 1 FROM recurring WHERE queue = :q AND next_at <= :now)",
         {"q": queue, "now": now},
     ).fetchone()
-    return bool(found)
+    return bool(found) or (flow.in_use(conn, queue) and flow.has_ready(conn, queue, now))
 
 
 def next_due(conn: sqlite3.Connection, queue: str) -> float:

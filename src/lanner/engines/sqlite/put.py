@@ -260,9 +260,14 @@ def _not_kept(jobs: Sequence[NewJob], states: Mapping[str, str]) -> list[NewJob]
     stored = []
     for job in jobs:
         state = states.get(job.jid)
-        if job.if_exists == "keep" and state in _LIVE:
+        if (job.if_exists == "keep" and state in _LIVE) or (job.if_exists == "once" and state):
             continue
-        if job.if_exists == "move-unless-running" and state in ("running", "stalled"):
+        if job.if_exists == "keep-waiting" and state in ("waiting", "scheduled", "depends"):
+            continue
+        if job.if_exists in ("move-unless-running", "keep-waiting") and state in (
+            "running",
+            "stalled",
+        ):
             raise InvalidState(
                 f"put(): job {job.jid} is running; it is not moved (if_exists={job.if_exists})"
             )

@@ -39,7 +39,8 @@ listings reads only the jobs in that state:
 The schema version is PRAGMA user_version; a newer one is refused, never downgraded; an
 older one is migrated on opening (`MIGRATIONS`: version 2 added `jobs.result`; version 3
 added `jobs.expires_at`, `jobs.size`, `jobs_expiring`, `queue_usage` with its triggers,
-and `fanout`; version 4 added `events` and `event_listeners`).
+and `fanout`; version 4 added `events` and `event_listeners`; version 5 the FLOW tables
+of flow.py: `flow_jobs`, `flow_slots`, `flow_starts`).
 """
 
 from __future__ import annotations
@@ -51,9 +52,10 @@ import sqlite3
 import time
 from typing import Final
 
+from lanner.engines.sqlite.flow import FLOW_SCHEMA
 from lanner.errors import SchemaError
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 MIN_SQLITE: Final = (3, 35, 0)  # RETURNING, and json_insert's '$[#]'
 
 # What version 3 added beside the jobs' columns: created by SCHEMA and by the migration.
@@ -252,6 +254,7 @@ BEGIN UPDATE counters SET value = value - 1 WHERE name = 'complete'; END;
 """
     + LIMITS_SCHEMA
     + EVENTS_SCHEMA
+    + FLOW_SCHEMA
 )
 
 MIGRATIONS: Final = (
@@ -270,6 +273,7 @@ SELECT queue, sum(state NOT IN ('complete', 'failed')),
 FROM jobs WHERE queue != '' GROUP BY queue;
 """,
     EVENTS_SCHEMA,
+    FLOW_SCHEMA,
 )
 """MIGRATIONS[n], SQL statements, takes a file of schema version n + 1 to n + 2."""
 

@@ -31,8 +31,29 @@ end
 -- lanner's if_exists option: what to do with a live job of the same jid.
 local function if_exists(value, name)
   value = Args.string(value, name)
-  if value ~= 'move' and value ~= 'keep' and value ~= 'move-unless-running' then
-    raise('Malformed %s: move, keep or move-unless-running is required, not %s', name, value)
+  if value ~= 'move' and value ~= 'keep' and value ~= 'move-unless-running'
+      and value ~= 'once' and value ~= 'keep-waiting' then
+    raise('Malformed %s: move, keep, move-unless-running, once or keep-waiting is required, '
+      .. 'not %s', name, value)
+  end
+  return value
+end
+
+-- FLOW's put option: JSON text {c = key, m = cap, r = {{bucket, limit,
+-- period}, ...}}, kept as given once its shape is checked.
+local function flow_spec(value, name)
+  local spec = Args.json(value, name)
+  local valid = type(spec) == 'table' and (spec.c == nil
+    or (type(spec.c) == 'string' and spec.c ~= '' and type(spec.m) == 'number' and spec.m >= 1))
+    and (spec.f == nil or (type(spec.f) == 'string' and spec.f ~= ''))
+  for _, rate in ipairs(valid and spec.r or {}) do
+    valid = valid and type(rate) == 'table' and type(rate[1]) == 'string' and rate[1] ~= ''
+      and type(rate[2]) == 'number' and rate[2] >= 1 and type(rate[3]) == 'number'
+      and rate[3] > 0
+  end
+  if not valid then
+    raise('Malformed %s: {c: key, m: cap, r: [[bucket, limit, period]...], f: key} is required',
+      name)
   end
   return value
 end
@@ -44,6 +65,7 @@ local PUT_OPTIONS = {
   depends = Args.string_list,
   if_exists = if_exists,
   expires_at = Args.number,
+  flow = flow_spec,
 }
 
 -------------------------------------------------------------------------------
@@ -430,6 +452,9 @@ local function parse_spec(worker, spec)
   if spec.expires_at ~= nil then
     options.expires_at = Args.number(spec.expires_at, 'expires_at')
   end
+  if spec.flow ~= nil then
+    options.flow = flow_spec(spec.flow, 'flow')
+  end
   return {
     worker = worker,
     queue = spec_string(spec.queue, 'queue'),
@@ -569,6 +594,12 @@ end
 -- lanner.usage queue: {items, bytes, total, expired, discarded} (LIMITS)
 Api['lanner.usage'] = function(_, args)
   return Limits.usage(Args.string(args[1], 'queue'))
+end
+
+-- lanner.flow_state: JSON {keys: [[key, running, cap, held]...], buckets:
+-- [[bucket, limit, period, recent, held, next_at]...]} (FLOW)
+Api['lanner.flow_state'] = function(now, _)
+  return cjson.encode(Flow.state(now))
 end
 
 -- lanner.cancel jid...: array of the jids cancelled

@@ -6,7 +6,7 @@
 -- The modules are plain tables declared up front, so that a function in one
 -- file can call into a module whose file comes later in the concatenation.
 local Config, Events, Stats, Worker = {}, {}, {}, {}
-local Job, Queue, Recurring, Limits, Lanner = {}, {}, {}, {}, {}
+local Job, Queue, Recurring, Limits, Lanner, Flow = {}, {}, {}, {}, {}, {}
 
 -- qless scores a waiting job `priority - ready_at / SCORE_TIME_SCALE`, read
 -- highest first: a higher priority wins, and among equal priorities the job
@@ -261,6 +261,15 @@ function Keys.handoff(queue, worker) return 'ql:lanner:handoff:' .. queue .. ':'
 function Keys.finished(jid) return 'ql:lanner:finished:' .. jid end
 function Keys.usage(queue) return 'ql:lanner:usage:' .. queue end
 function Keys.children(parent) return 'ql:lanner:children:' .. parent end
+-- FLOW: a queue's jobs held by a concurrency key (-flow marks a queue that has
+-- flow jobs; -parked maps its keys with held jobs to their caps); a key's
+-- slots and a rate bucket's starts are shared by every queue.
+function Keys.parked(queue, key) return Keys.queue(queue, 'parked') .. ':' .. key end
+function Keys.flow_slots(key) return 'ql:lanner:flow:slots:' .. key end
+function Keys.flow_starts(bucket) return 'ql:lanner:flow:starts:' .. bucket end
+function Keys.flow_holds(bucket) return 'ql:lanner:flow:holds:' .. bucket end
+Keys.flow_keys = 'ql:lanner:flow:keys'
+Keys.flow_buckets = 'ql:lanner:flow:buckets'
 Keys.awaited = 'ql:lanner:awaited'
 Keys.seq = 'ql:lanner:seq'
 

@@ -174,6 +174,7 @@ end
 -- A lock was given up (complete, fail, retry, cancel). In a queue with a
 -- concurrency limit that may let a waiting job run, so wake a worker.
 function Lanner.lock_released(queue)
+  Flow.lock_released(queue)
   if Config.number(queue .. '-max-concurrency', 0) > 0
       and redis.call('zcard', Keys.queue(queue, 'work')) > 0 then
     Lanner.notify(queue, 1)

@@ -3,7 +3,7 @@
 -------------------------------------------------------------------------------
 -- Assembled by lanner.engines.redis.script.build_script() from, in order:
 -- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
--- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, lanner.lua,
+-- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, flow.lua, lanner.lua,
 -- api.lua.
 --
 -- CALLING CONVENTION
@@ -119,6 +119,7 @@
 --       lanner_expires_at         lanner: the time from which it is dropped
 --                                 instead of popped while waiting (put's
 --                                 expires_at, capped by <queue>-max-age)
+--       lanner_flow               lanner (FLOW): the job's flow, put's option
 --   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
 --                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at
@@ -205,6 +206,20 @@
 --                                 children (members of ql:lanner:children:
 --                                 <queue>). Its items are the sizes of its -work,
 --                                 -scheduled, -locks and -depends
+--   ql:q:<queue>-flow             STRING lanner only (FLOW): the queue has flow jobs
+--   ql:q:<queue>-parked           HASH   FLOW: key -> cap, keys with jobs parked
+--   ql:q:<queue>-parked:<key>     ZSET   FLOW: jobs waiting for a slot of <key>
+--                                 (score: their -work score); and
+--                                 -parked:f:<key>, LIST: a fair key's next jobs
+--   ql:q:<queue>-fair             HASH   FLOW: fair key -> its one job in -work
+--   ql:lanner:flow:slots:<key>    ZSET   FLOW: jobs of <key> popped and (until a
+--                                 pop prunes them) not yet finished
+--   ql:lanner:flow:starts:<bucket>, ql:lanner:flow:holds:<bucket>
+--                                 ZSET   FLOW: starts of the last period; jobs
+--                                 held for the bucket (score: their turn)
+--   ql:lanner:flow:keys, ql:lanner:flow:buckets
+--                                 HASH   FLOW: keys (-> cap) and buckets (->
+--                                 [limit, period]) lanner.flow_state lists
 --   ql:lanner:children:<parent>   SET    lanner only (FANOUT): the children
 --                                 <child> of a parent queue: a pop or peek of
 --                                 <parent>+<child> adds one, queue.forget of it
@@ -228,7 +243,10 @@
 --       arguments before any is put (all or nothing)
 --   put's and put_many's option if_exists: move (qless's put, the default),
 --       keep (a waiting, scheduled, depends, running or stalled job of the
---       jid is kept as it is, nothing stored) or move-unless-running (error
+--       jid is kept as it is, nothing stored), once (a job of the jid in any
+--       state, complete and failed included, is kept: a schedule's tick runs
+--       once), keep-waiting (a waiting, scheduled or depends job is kept; a
+--       running one refused as by move-unless-running) or move-unless-running (error
 --       `Job <jid> is running: ...` instead of moving a running job)
 --   put's and put_many's option expires_at: a time from which the job, while
 --       waiting, is dropped instead of popped (counted expired in its queue);
@@ -252,6 +270,14 @@
 --       a copy its child's bounds refuse is dropped (counted discarded there),
 --       and a copy whose job is running is left alone under
 --       move-unless-running. A put into a child reaches only the child.
+--   put's and put_many's option flow (FLOW, flow.lua): JSON {c: key, m: cap,
+--       r: [[bucket, limit, period]...], f: fair key}, kept in the job's hash
+--       (lanner_flow); pop holds the job back while its key has m running jobs
+--       (parked: ql:q:<queue>-parked:<key>) or a bucket had `limit` starts in
+--       the last period (scheduled for when it has room, no retry spent), and
+--       takes the jobs of different fair keys in turns
+--   lanner.flow_state                        JSON {keys: [[key, running, cap,
+--       held]...], buckets: [[bucket, limit, period, recent, held, next_at]...]}
 --   lanner.usage queue                       [items, bytes, total, expired,
 --       discarded] (integers)
 --   complete's option `result r`: JSON text the completed job keeps

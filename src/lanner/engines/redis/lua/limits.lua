@@ -471,7 +471,9 @@ local function plan(entries)
     else
       local old = job_of(entry.jid)
       local if_exists = entry.options.if_exists
-      if old and old.live and if_exists == 'keep' then
+      if old and (old.live and if_exists == 'keep' or if_exists == 'once'
+          or if_exists == 'keep-waiting' and old.live and old.state ~= 'running'
+            and old.state ~= 'stalled') then
         entry.kept = true
       elseif parent ~= nil and old and if_exists == 'move-unless-running'
           and (old.state == 'running' or old.state == 'stalled') then
@@ -531,7 +533,7 @@ function Limits.put(now, puts, batch)
   -- All or none: a job that may not be moved stops the call before any write
   -- (a drop to make room for it included).
   for _, p in ipairs(puts) do
-    if p.options.if_exists == 'move-unless-running' then
+    if p.options.if_exists == 'move-unless-running' or p.options.if_exists == 'keep-waiting' then
       Queue.kept_or_refused(p.jid, p.options.if_exists)
     end
   end

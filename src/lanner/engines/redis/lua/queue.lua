@@ -356,6 +356,13 @@ function Queue.kept_or_refused(jid, if_exists)
   if if_exists == 'keep' then
     return LIVE[state] == true
   end
+  if if_exists == 'once' then
+    return state ~= nil
+  end
+  if if_exists == 'keep-waiting'
+      and (state == 'waiting' or state == 'scheduled' or state == 'depends') then
+    return true
+  end
   if state == 'running' or state == 'stalled' then
     raise('Job %s is running: it is not moved (if_exists %s)', jid, if_exists)
   end
@@ -425,6 +432,12 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   if spawned_from ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'spawned_from_jid', spawned_from
   end
+  if options.flow ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_flow', options.flow
+    Flow.mark(queue, options.flow)
+  elseif old ~= nil then
+    redis.call('hdel', key, 'lanner_flow')
+  end
   local expires_at = Limits.expiry(now, queue, options.expires_at)
   if expires_at ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'lanner_expires_at', Num.str(expires_at)
@@ -443,8 +456,15 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   Job.record(now, jid, 'put', { q = queue })
   -- A new job given no dependencies has none (a job's sets go with its hash).
   local independent = old == nil and (options.depends == nil or #options.depends == 0)
-  Queue.enqueue(now, queue, jid, delay, false,
+  local state = Queue.enqueue(now, queue, jid, delay, false,
     { fields = fields, priority = priority, independent = independent })
+  if state == 'waiting' and options.flow ~= nil and string.find(options.flow, '"f":', 1, true) then
+    flush_work(queue) -- FLOW's fairness may take it out of -work again
+    if known_tails then
+      known_tails[queue] = nil
+    end
+    Flow.entered(now, queue, jid, cjson.decode(options.flow).f)
+  end
 
   Events.put(jid, queue)
   Events.tracked(jid, 'put')
@@ -690,7 +710,11 @@ function Queue.pop(now, queue, worker, count)
   -- in this call, so the reply is built without reading them back.
   local locked = {}
   local batch = { work = {}, locks = {} }
-  local dropped, capped = 0, false
+  local dropped, capped, held = 0, false, 0
+  local flows = #taken < limit and Flow.active(queue)
+  if flows then
+    Flow.unpark(now, queue)
+  end
   if #taken < limit then
     -- Reads -work from its front, in rounds: each locks what it can, then
     -- drops what had expired (which may release jobs that depended on it),
@@ -699,13 +723,15 @@ function Queue.pop(now, queue, worker, count)
     while #taken < limit do
       local want = limit - #taken
       local jids = redis.call('zrevrange', work, 0, want - 1)
-      local expired, dangling = {}, {}
+      local expired, dangling, held_now, placed = {}, {}, 0, Flow.placed
       for _, jid in ipairs(jids) do
         local job = Job.load(jid, Job.POP_FIELDS)
         if job == nil then
           dangling[#dangling + 1] = jid
         elseif past_expiry(job, now) then
           expired[#expired + 1] = jid
+        elseif flows and not Flow.admit(now, queue, jid) then
+          held_now = held_now + 1
         else
           lock(now, queue, worker, job, true, batch)
           taken[#taken + 1] = jid
@@ -719,8 +745,10 @@ function Queue.pop(now, queue, worker, count)
         Limits.drop(now, Job.load(jid), 'expired')
       end
       dropped = dropped + #expired
-      capped = dropped >= EXPIRE_BATCH
-      if capped or (#jids < want and #expired == 0) then
+      held = held + held_now
+      capped = dropped >= EXPIRE_BATCH or held >= Flow.HELD_CAP
+      if capped or (#jids < want and #expired == 0 and held_now == 0
+          and placed == Flow.placed) then
         break
       end
     end
