@@ -4,6 +4,7 @@ sqlite:///relative/path.db        sqlite:////absolute/path.db
 sqlite:///jobs.db?synchronous=normal&busy_timeout=5&max_data_bytes=1048576
 redis://[user:password@]host[:port][/db]?socket_timeout=5    (needs lanner[redis])
 rediss://user:password@host:6380/0                           (TLS, certificates verified)
+redis+cluster://host:port[,host:port...]    rediss+cluster://... (Redis Cluster: seed nodes)
 sqs://eu-west-1?prefix=myapp-v42-&endpoint_url=http://127.0.0.1:9324      (needs lanner[sqs])
 """
 
@@ -49,6 +50,10 @@ def open_engine(url: str, *, max_wait: float | None = None, one_shot: bool = Fal
         if max_wait is not None:
             redis_options = redis_connection.impatient(redis_options, max_wait)
         return RedisEngine(url, options=redis_options)
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        from lanner.engines.redis.cluster.engine import open_cluster
+
+        return open_cluster(url, max_wait=max_wait, one_shot_command=one_shot)
     if scheme == "sqs":
         # Imported only here: boto3 is an optional dependency (lanner[sqs]).
         from lanner.engines.sqs import connection as sqs_connection
@@ -62,7 +67,7 @@ def open_engine(url: str, *, max_wait: float | None = None, one_shot: bool = Fal
         return SQSEngine(url, options=sqs_options)
     raise MalformedArgument(
         f"unknown broker URL scheme {scheme!r} in {shown_url(url)!r}; "
-        "known: sqlite, redis, rediss, sqs"
+        "known: sqlite, redis, rediss, redis+cluster, rediss+cluster, sqs"
     )
 
 

@@ -585,8 +585,14 @@ end
 -- loaded as a function library (the script's last line says which).
 local function main(keys, argv)
   start_call()
-  if #keys > 0 then
+  local partition = Keys.partition(keys)
+  if partition == false then
     return redis.error_reply('No Keys should be provided')
+  end
+  -- A function library keeps its state between calls: set the prefix every time.
+  local prefix = partition and (partition .. ':') or 'ql:'
+  if prefix ~= Keys.prefix then
+    Keys.use(prefix)
   end
   local command = argv[1]
   local handler = command and Api[command]

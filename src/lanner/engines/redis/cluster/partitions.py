@@ -1,0 +1,115 @@
+"""Partitions: which hash tag holds a queue, which partition holds a job.
+
+A queue's partition is `ql:{q:<queue>}` (a fanout child `p+c` shares `{q:p}`, as its
+parent's put writes both). `ql:{g}` holds what belongs to no queue: the registry of
+partitions (`ql:{g}:partitions`, a SET) and the settings every partition gets a copy of
+(`ql:{g}:config`). A partition is registered the first time a process sends a command to
+its queue; registering one copies the settings into it.
+
+A job lives in the partition of the queue it was last put into (a completed job stays
+there). Commands that name a job by jid alone find it through a cache of this process
+(filled by put and pop, so a worker's heartbeats, fails and retries never look), else by
+asking every partition at once (one pipelined EXISTS per partition); a cached partition
+that turns out wrong (the job moved) is looked up again. A jid found in no partition is
+sent to `ql:{g}`, whose core then answers as one Redis does ("Job ... does not exist").
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any, Final
+
+from redis.cluster import RedisCluster
+
+GLOBAL: Final = "ql:{g}"
+REGISTRY: Final = GLOBAL + ":partitions"
+CONFIG: Final = GLOBAL + ":config"
+CACHE_SIZE: Final = 100_000
+"""Jobs whose partition a process remembers (the oldest are forgotten first)."""
+
+
+def of_queue(queue: str) -> str:
+    """The partition of a queue."""
+    return "ql:{q:" + queue.partition("+")[0] + "}"
+
+
+def key(partition: str, rest: str) -> str:
+    """A key of the core's layout (`rest` after `ql:`) inside a partition."""
+    return f"{partition}:{rest}"
+
+
+class Partitions:
+    """The partitions of one cluster, as one process knows them."""
+
+    def __init__(self, client: RedisCluster) -> None:
+        self._client = client
+        self._registered: set[str] = set()
+        self._jobs: OrderedDict[str, str] = OrderedDict()
+
+    def register(self, partition: str) -> None:
+        """Make sure the partition is in the registry and has the shared settings."""
+        if partition in self._registered or partition == GLOBAL:
+            return
+        if self._client.sadd(REGISTRY, partition):
+            settings = self._client.hgetall(CONFIG)
+            if settings:
+                flat = [part for pair in settings.items() for part in pair]
+                self._client.hset(key(partition, "config"), items=flat)
+        self._registered.add(partition)
+
+    def every(self) -> list[str]:
+        """Every registered partition, in a stable order."""
+        found = {str(name) for name in self._client.smembers(REGISTRY)}
+        self._registered |= found
+        return sorted(found)
+
+    def remember(self, jids: Iterable[str], partition: str) -> None:
+        for jid in jids:
+            self._jobs[jid] = partition
+            self._jobs.move_to_end(jid)
+        while len(self._jobs) > CACHE_SIZE:
+            self._jobs.popitem(last=False)
+
+    def forget(self, jid: str) -> None:
+        self._jobs.pop(jid, None)
+
+    def cached(self, jid: str) -> str | None:
+        return self._jobs.get(jid)
+
+    def locate(
+        self, jids: Iterable[str], *, kind: str = "j", fresh: bool = False
+    ) -> dict[str, str]:
+        """jid -> partition of each job (`kind` "r": recurring template) found anywhere;
+        with `fresh` the cache is not trusted."""
+        wanted = list(dict.fromkeys(jids))
+        found: dict[str, str] = {}
+        if kind == "j" and not fresh:
+            for jid in wanted:
+                if (cached := self._jobs.get(jid)) is not None:
+                    found[jid] = cached
+        missing = [jid for jid in wanted if jid not in found]
+        if not missing:
+            return found
+        partitions = self.every()
+        pipe: Any = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
+        asked = [(jid, part) for jid in missing for part in partitions]
+        for jid, part in asked:
+            pipe.exists(key(part, f"{kind}:{jid}"))
+        for (jid, part), exists in zip(asked, pipe.execute(), strict=True):
+            if exists and jid not in found:
+                found[jid] = part
+        if kind == "j":
+            for jid in missing:
+                if jid in found:
+                    self.remember([jid], found[jid])
+        return found
+
+    def group(self, jids: Iterable[str], *, kind: str = "j") -> dict[str, list[str]]:
+        """The jids by partition, in their order; those found nowhere under GLOBAL."""
+        wanted = list(dict.fromkeys(jids))
+        where = self.locate(wanted, kind=kind)
+        grouped: dict[str, list[str]] = {}
+        for jid in wanted:
+            grouped.setdefault(where.get(jid, GLOBAL), []).append(jid)
+        return grouped
