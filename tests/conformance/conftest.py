@@ -35,10 +35,20 @@ def _fresh_redis(request: pytest.FixtureRequest, tmp: Path) -> str:
 # request, to reach a server fixture only when that engine is tested, and its tmp_path).
 # Redis runs twice: with its Lua core as a function library (the default on Redis 7) and
 # as a script (EVALSHA, as on Redis 6.2 and for qless's clients).
+def _fresh_cluster(request: pytest.FixtureRequest, tmp: Path) -> str:
+    """The session's Redis Cluster (tests/conftest.py), every primary emptied for this test."""
+    from redis_cluster import RedisCluster
+
+    cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+    cluster.flush()
+    return cluster.url
+
+
 STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
     "redis": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=function",
     "redis-script": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=script",
+    "redis-cluster": _fresh_cluster,
     "sqs": lambda request, tmp: str(request.getfixturevalue("sqs_fresh_url")),
 }
 
@@ -67,8 +77,9 @@ def store_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def engine_name(store_name: str) -> str:
-    """The name of the engine under test: the store's name up to any '-'."""
-    return store_name.partition("-")[0]
+    """The name of the engine under test: the store's name up to any '-' (redis-cluster
+    is one engine's name)."""
+    return store_name if store_name == "redis-cluster" else store_name.partition("-")[0]
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.MAX_CONCURRENCY,
             Capability.BLOCKING_POP,
             Capability.DEPENDENCIES,
+            Capability.CROSS_QUEUE_DEPENDENCIES,
             Capability.TAGS,
             Capability.LOG,
             Capability.TRACKING,
@@ -44,6 +45,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
         }
     ),
     "redis": frozenset(Capability),
+    "redis-cluster": frozenset(Capability) - {Capability.CROSS_QUEUE_DEPENDENCIES},
     "sqs": frozenset({Capability.DELAY, Capability.BLOCKING_POP}),
 }
 
@@ -78,6 +80,14 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
         ),
         "depends_add": lambda e: e.depends_add("wait1", ["run1"], now=NOW),
         "depends_remove": lambda e: e.depends_remove("wait1", None, now=NOW),
+    },
+    Capability.CROSS_QUEUE_DEPENDENCIES: {
+        "put(depends=<job of another queue>)": lambda e: e.put(
+            "q2", "new", "Task", depends=["wait1"], now=NOW
+        ),
+        "complete(next=, depends=<job of another queue>)": lambda e: e.complete(
+            "run1", "w1", "q", next="q2", depends=["wait1"], now=NOW
+        ),
     },
     Capability.TAGS: {
         "put(tags=)": lambda e: e.put("q", "new", "Task", tags=["t"], now=NOW),

@@ -20,6 +20,7 @@ release one in another slot in the same call.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -41,6 +42,7 @@ from lanner.job import Job
 from lanner.records import (
     ConfigValue,
     JobPage,
+    NewJob,
     QueueCounts,
     QueueStats,
     QueueUsage,
@@ -69,7 +71,7 @@ class RedisClusterEngine(Engine):
     """The Redis engine on Redis Cluster. Safe to share between threads."""
 
     name = "redis-cluster"
-    capabilities = frozenset(Capability)
+    capabilities = frozenset(Capability) - {Capability.CROSS_QUEUE_DEPENDENCIES}
 
     def __init__(self, url: str, *, options: RedisOptions | None = None) -> None:
         """`options` replace those of the URL's query."""
@@ -78,14 +80,15 @@ class RedisClusterEngine(Engine):
         self.address, self.options = parse_url(url)
         if options is not None:
             self.options = options
-        self._client = cluster_client(self.address, self.options, self.options.socket_timeout)
+        self.client = cluster_client(self.address, self.options, self.options.socket_timeout)
         self._blocking = cluster_client(
             self.address, self.options, self.options.socket_timeout + blocking.BLOCK_CHUNK
         )
-        self.partitions = Partitions(self._client)
+        self.partitions = Partitions(self.client)
         try:
             with unreachable(self.address.node()):
-                self._lua = ClusterCaller(self._client, self.options.lua)
+                self._lua = ClusterCaller(self.client, self.options.lua)
+                transfer.finish_all(self, time.time())
         except BaseException:
             self.close()
             raise
@@ -102,7 +105,7 @@ class RedisClusterEngine(Engine):
         return RedisClusterEngine(self._url, options=options)
 
     def close(self) -> None:
-        self._client.close()
+        self.client.close()
         self._blocking.close()
 
     def _events(self, worker: str | None) -> EventStream:
@@ -110,7 +113,7 @@ class RedisClusterEngine(Engine):
         return RedisEventStream(self.address.node(), self.options, worker)
 
     # -- talking to the core --------------------------------------------------------------
-    def _call_in(
+    def call_in(
         self, partition: str, command: str, now: float, *args: Arg, name: str | None = None
     ) -> Any:
         """Run one command of the core in one partition."""
@@ -125,13 +128,13 @@ class RedisClusterEngine(Engine):
         partition = of_queue(queue)
         with unreachable(self.address.node()):
             self.partitions.register(partition)
-        return self._call_in(partition, command, now, *args, **kw)
+        return self.call_in(partition, command, now, *args, **kw)
 
     def _every(self, command: str, now: float, *args: Arg, name: str | None = None) -> list[Any]:
         """The command's reply in every partition."""
         with unreachable(self.address.node()):
             every = self.partitions.every()
-        return [self._call_in(p, command, now, *args, name=name) for p in every]
+        return [self.call_in(p, command, now, *args, name=name) for p in every]
 
     def _by_job(
         self, jids: list[str], call: Callable[[str, list[str]], Any], *, kind: str = "j"
@@ -140,6 +143,10 @@ class RedisClusterEngine(Engine):
         no longer holds a job is looked up again."""
         with unreachable(self.address.node()):
             grouped = self.partitions.group(jids, kind=kind)
+            if self.partitions.stranded:
+                for jid, source in self.partitions.take_stranded():
+                    transfer.finish(self, source, jid, time.time())
+                grouped = self.partitions.group(jids, kind=kind)
         results = []
         for partition, members in grouped.items():
             try:
@@ -164,23 +171,25 @@ class RedisClusterEngine(Engine):
             where = self.partitions.locate(jids)
         elsewhere = sorted(jid for jid, found in where.items() if found != partition)
         if elsewhere:
+            capability = Capability.CROSS_QUEUE_DEPENDENCIES.value
             raise Unsupported(
-                self.name, command, Capability.DEPENDENCIES.value,
+                self.name, command, capability,
                 f"job(s) {', '.join(elsewhere)} live in another queue's partition; on Redis "
-                "Cluster a job may depend only on jobs of its own queue (or fanout family)",
+                "Cluster a job may depend only on jobs of its own queue (or fanout family): "
+                f"capability {capability!r}",
             )  # fmt: skip
 
     # -- configuration --------------------------------------------------------------------
     def _config_get(self, key_name: str) -> ConfigValue | None:
         with unreachable(self.address.node()):
-            value = self._client.hget(CONFIG, key_name)
+            value = self.client.hget(CONFIG, key_name)
         if value is None:
             return CONFIG_DEFAULTS.get(key_name)
         return replies.config_value(replies.decoded(value))
 
     def _config_all(self) -> dict[str, ConfigValue]:
         with unreachable(self.address.node()):
-            stored = self._client.hgetall(CONFIG)
+            stored = self.client.hgetall(CONFIG)
         merged: dict[str, ConfigValue] = dict(CONFIG_DEFAULTS)
         merged.update(
             (replies.decoded(k), replies.config_value(replies.decoded(v)))
@@ -190,17 +199,17 @@ class RedisClusterEngine(Engine):
 
     def _config_set(self, setting: checks.Setting, now: float) -> None:
         # The shared copy first: a partition registered from now on copies it.
-        self._call_in(GLOBAL, "config.set", now, setting.key, setting.value, name="config_set")
+        self.call_in(GLOBAL, "config.set", now, setting.key, setting.value, name="config_set")
         value = arguments.text(setting.value)
         with unreachable(self.address.node()):
             for partition in self.partitions.every():
-                self._client.hset(key(partition, "config"), setting.key, value)
+                self.client.hset(key(partition, "config"), setting.key, value)
 
     def _config_unset(self, key_name: str, now: float) -> None:
-        self._call_in(GLOBAL, "config.unset", now, key_name, name="config_unset")
+        self.call_in(GLOBAL, "config.unset", now, key_name, name="config_unset")
         with unreachable(self.address.node()):
             for partition in self.partitions.every():
-                self._client.hdel(key(partition, "config"), key_name)
+                self.client.hdel(key(partition, "config"), key_name)
 
     # -- putting work ---------------------------------------------------------------------
     def _put(self, command: str, checked: checks.Put) -> list[str]:
@@ -216,35 +225,36 @@ class RedisClusterEngine(Engine):
             for job in jobs:
                 if job.depends:
                     self._same_partition(partition, list(job.depends), command)
-            moving = [job for job in jobs if where.get(job.jid, partition) != partition]
-            staying = [job for job in jobs if job not in moving]
-            for job in moving:
-                put.append(transfer.move(self, where[job.jid], partition, job, checked, command))
+            staying = [job for job in jobs if where.get(job.jid, partition) == partition]
             if staying:
-                put.extend(self._put_in(partition, command, staying, checked))
-            self.partitions.remember(put, partition)
+                done = self.put_in(partition, command, staying, checked)
+                self.partitions.remember(done, partition)
+                put.extend(done)
+            for job in jobs:
+                if where.get(job.jid, partition) != partition:
+                    put.append(transfer.move(self, where[job.jid], job, checked, command))
         order = {job.jid: index for index, job in enumerate(checked.jobs)}
         return sorted(put, key=lambda jid: order.get(jid, len(order)))
 
-    def _put_in(
+    def put_in(
         self, partition: str, command: str, jobs: list[Any], checked: checks.Put
     ) -> list[str]:
         if command == "put_many":
             payload = arguments.put_many(jobs)
-            reply = self._call_in(
+            reply = self.call_in(
                 partition, "lanner.put_many", checked.now, "", payload, name=command
             )
             return [str(jid) for jid in reply]
         [job] = jobs
         args = arguments.put(job, checked.worker)
-        return [str(self._call_in(partition, command, checked.now, *args))]
+        return [str(self.call_in(partition, command, checked.now, *args))]
 
     # -- taking work ----------------------------------------------------------------------
     def _pop(self, command: checks.Pop) -> list[Job]:
         partition = of_queue(command.queue)
 
         def call(core_command: str, now: float, *args: Arg, **kw: Any) -> Any:
-            return self._call_in(partition, core_command, now, *args, **kw)
+            return self.call_in(partition, core_command, now, *args, **kw)
 
         with unreachable(self.address.node()):
             self.partitions.register(partition)
@@ -259,7 +269,7 @@ class RedisClusterEngine(Engine):
 
     def _heartbeat(self, command: checks.Heartbeat) -> float:
         args = arguments.optional(command.jid, command.worker, command.data)
-        return float(self._one_job(command.jid, lambda p: self._call_in(
+        return float(self._one_job(command.jid, lambda p: self.call_in(
             p, "lanner.heartbeat", command.now, *args, name="heartbeat")))  # fmt: skip
 
     def _heartbeat_many(self, command: checks.Heartbeats) -> dict[str, float]:
@@ -267,7 +277,7 @@ class RedisClusterEngine(Engine):
             grouped = self.partitions.group(command.jids)
         extended: dict[str, float] = {}
         for partition, jids in grouped.items():
-            reply = self._call_in(partition, "lanner.heartbeat_many", command.now,
+            reply = self.call_in(partition, "lanner.heartbeat_many", command.now,
                                   command.worker, *jids, name="heartbeat_many")  # fmt: skip
             pairs = replies.as_list(reply)
             extended.update(
@@ -277,73 +287,75 @@ class RedisClusterEngine(Engine):
 
     # -- finishing work -------------------------------------------------------------------
     def _complete(self, command: checks.Complete) -> str:
-        partition = of_queue(command.queue)
-        if command.depends:
-            self._same_partition(partition, command.depends, "complete")
-        if command.next is not None and of_queue(command.next) != partition:
-            return transfer.complete_to(self, partition, command)
-        return str(self._in_queue(command.queue, "complete", command.now,
-                                  *arguments.complete(command)))  # fmt: skip
+        # In the job's partition (a worker knows it from its pop): a wrong queue is then
+        # refused as on one Redis, not taken for a missing job.
+        def call(partition: str) -> str:
+            if command.depends:
+                target = partition if command.next is None else of_queue(command.next)
+                self._same_partition(target, command.depends, "complete")
+            if command.next is not None and of_queue(command.next) != partition:
+                return transfer.complete_to(self, partition, command)
+            return str(self.call_in(partition, "complete", command.now,
+                                    *arguments.complete(command)))  # fmt: skip
+
+        result: str = self._one_job(command.jid, call)
+        return result
+
+    def _settle(self, command: checks.Settle, function: str, *args: Arg) -> list[str]:
+        """complete_many or release: one call in each partition holding some of the jids."""
+        answers = self._by_job(command.jids, lambda p, jids: replies.as_list(self.call_in(
+            p, function, command.now, command.worker, command.queue, *args, *jids,
+            name="release" if "release" in function else "complete_many")))  # fmt: skip
+        done = {str(jid) for answer in answers for jid in answer}
+        return [jid for jid in command.jids if jid in done]
 
     def _complete_many(self, command: checks.Settle) -> list[str]:
         if command.results:
             results = json.dumps(command.results, separators=(",", ":"))
-            reply = self._in_queue(
-                command.queue, "lanner.complete_results", command.now, command.worker,
-                command.queue, results, *command.jids, name="complete_many",
-            )  # fmt: skip
-        else:
-            reply = self._in_queue(
-                command.queue, "lanner.complete_many", command.now, command.worker,
-                command.queue, *command.jids, name="complete_many",
-            )  # fmt: skip
-        return [str(jid) for jid in replies.as_list(reply)]
+            return self._settle(command, "lanner.complete_results", results)
+        return self._settle(command, "lanner.complete_many")
 
     def _release(self, command: checks.Settle) -> list[str]:
         function = "lanner.release_tried" if command.spend_retry else "lanner.release_in"
-        reply = self._in_queue(
-            command.queue, function, command.now, command.worker, command.queue,
-            command.delay, *command.jids, name="release",
-        )  # fmt: skip
-        return [str(jid) for jid in replies.as_list(reply)]
+        return self._settle(command, function, command.delay)
 
     def _fail(self, command: checks.Fail) -> None:
         args = arguments.optional(
             command.jid, command.worker, command.group, command.message, command.data
         )
-        self._one_job(command.jid, lambda p: self._call_in(p, "fail", command.now, *args))
+        self._one_job(command.jid, lambda p: self.call_in(p, "fail", command.now, *args))
 
     def _retry(self, command: checks.Retry) -> int:
         args = arguments.retry(command)
-        return int(self._one_job(command.jid, lambda p: self._call_in(
+        return int(self._one_job(command.jid, lambda p: self.call_in(
             p, "retry", command.now, *args)))  # fmt: skip
 
     # -- managing jobs --------------------------------------------------------------------
     def _cancel(self, command: checks.Jids) -> list[str]:
         # Dependencies stay inside a partition, so each partition's cancel is whole.
-        answers = self._by_job(command.jids, lambda p, jids: self._call_in(
+        answers = self._by_job(command.jids, lambda p, jids: self.call_in(
             p, "lanner.cancel", command.now, *jids, name="cancel"))  # fmt: skip
         cancelled = {str(jid) for answer in answers for jid in replies.as_list(answer)}
         return [jid for jid in command.jids if jid in cancelled]
 
     def _timeout(self, command: checks.Jids) -> None:
-        self._by_job(command.jids, lambda p, jids: self._call_in(
+        self._by_job(command.jids, lambda p, jids: self.call_in(
             p, "timeout", command.now, *jids))  # fmt: skip
 
     def _set_priority(self, command: checks.JobPriority) -> None:
-        self._one_job(command.jid, lambda p: self._call_in(
+        self._one_job(command.jid, lambda p: self.call_in(
             p, "priority", command.now, command.jid, command.priority))  # fmt: skip
 
     def _multiget(self, command: checks.Jids) -> list[Job]:
         answers = self._by_job(command.jids, lambda p, jids: replies.jobs(
-            self._call_in(p, "lanner.multiget", command.now, *jids)))  # fmt: skip
+            self.call_in(p, "lanner.multiget", command.now, *jids)))  # fmt: skip
         found = {job.jid: job for answer in answers for job in answer}
         return [found[jid] for jid in command.jids if jid in found]
 
     def _wait(self, command: checks.Wait) -> Job | None:
         def waited(partition: str) -> Job | None:
             def call(core_command: str, now: float, *args: Arg, **kw: Any) -> Any:
-                return self._call_in(partition, core_command, now, *args, **kw)
+                return self.call_in(partition, core_command, now, *args, **kw)
 
             with unreachable(self.address.node()):
                 return blocking.wait(call, self._blocking, command, partition + ":")
@@ -353,12 +365,7 @@ class RedisClusterEngine(Engine):
 
     # -- queues ---------------------------------------------------------------------------
     def _queues(self, now: float) -> list[QueueCounts]:
-        counts = [
-            replies.counts(obj)
-            for answer in self._every("queues", now)
-            for obj in replies.as_list(json.loads(answer))
-        ]
-        return sorted(counts, key=lambda found: found.name)
+        return gather.queues(self._every("queues", now))
 
     def _queue_counts(self, command: checks.QueueAt) -> QueueCounts:
         reply = self._in_queue(command.queue, "queues", command.now, command.queue,
@@ -386,7 +393,7 @@ class RedisClusterEngine(Engine):
         """One read of every partition, pipelined."""
         with unreachable(self.address.node()):
             every = self.partitions.every()
-            pipe: Any = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
+            pipe: Any = self.client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
             for partition in every:
                 read(pipe, partition)
             answers: list[Any] = pipe.execute()
@@ -410,20 +417,39 @@ class RedisClusterEngine(Engine):
         with unreachable(self.address.node()):
             every = self.partitions.every()
         for partition in every:
-            page = json.loads(self._call_in(partition, "failed", command.now, command.key, 0,
+            page = json.loads(self.call_in(partition, "failed", command.now, command.key, 0,
                                             depth))  # fmt: skip
             total += int(page["total"])
             jids = [str(jid) for jid in replies.as_list(page["jobs"])]
             if jids:
-                jobs.extend(replies.jobs(self._call_in(partition, "lanner.multiget",
+                jobs.extend(replies.jobs(self.call_in(partition, "lanner.multiget",
                                                        command.now, *jids)))  # fmt: skip
         ordered = gather.failed_newest_first(jobs)
         return JobPage(total, tuple(ordered[command.offset : command.offset + command.limit]))
 
     def _unfail(self, command: checks.Unfail) -> int:
-        # A failed job stays in the partition of its queue: unfail there.
-        return int(self._in_queue(command.queue, "unfail", command.now, command.queue,
-                                  command.group, command.limit))  # fmt: skip
+        """The queue's own partition first (one call), then failed jobs of the group in
+        other partitions, each moved as a put would move it."""
+        moved = int(self._in_queue(command.queue, "unfail", command.now, command.queue,
+                                   command.group, command.limit))  # fmt: skip
+        with unreachable(self.address.node()):
+            others = [p for p in self.partitions.every() if p != of_queue(command.queue)]
+        for partition in others:
+            if moved >= command.limit:
+                break
+            page = json.loads(self.call_in(partition, "failed", command.now, command.group,
+                                           0, command.limit - moved))  # fmt: skip
+            jids = [str(jid) for jid in replies.as_list(page["jobs"])]
+            failed = replies.jobs(self.call_in(partition, "lanner.multiget", command.now, *jids))
+            for job in failed:
+                put = NewJob(
+                    command.queue, job.jid, job.klass, job.data,
+                    priority=job.priority, tags=list(job.tags), retries=job.retries,
+                )  # fmt: skip
+                checked = checks.Put([put], "", command.now)
+                transfer.move(self, partition, put, checked, "unfail")
+                moved += 1
+        return moved
 
     # -- dependencies, tags, tracking and log ---------------------------------------------
     def _depends(self, command: checks.Depends, add: bool) -> None:
@@ -431,17 +457,17 @@ class RedisClusterEngine(Engine):
             if add:
                 wanted = command.jids or []
                 self._same_partition(partition, wanted, "depends_add")
-                return self._call_in(partition, "depends", command.now, command.jid, "on",
+                return self.call_in(partition, "depends", command.now, command.jid, "on",
                                      *wanted, name="depends_add")  # fmt: skip
             wanted = ["all"] if command.jids is None else command.jids
-            return self._call_in(partition, "depends", command.now, command.jid, "off",
+            return self.call_in(partition, "depends", command.now, command.jid, "off",
                                  *wanted, name="depends_remove")  # fmt: skip
 
         self._one_job(command.jid, call)
 
     def _retag(self, command: checks.Retag, add: bool) -> list[str]:
         verb, name = ("add", "tag_add") if add else ("remove", "tag_remove")
-        reply = self._one_job(command.jid, lambda p: self._call_in(
+        reply = self._one_job(command.jid, lambda p: self.call_in(
             p, "tag", command.now, verb, command.jid, *command.tags, name=name))  # fmt: skip
         return [str(tag) for tag in replies.as_list(json.loads(reply))]
 
@@ -463,14 +489,14 @@ class RedisClusterEngine(Engine):
 
     def _log(self, command: checks.Log) -> None:
         details = json.dumps(command.details, separators=(",", ":"))
-        self._one_job(command.jid, lambda p: self._call_in(
+        self._one_job(command.jid, lambda p: self.call_in(
             p, "log", command.now, command.jid, command.message, details))  # fmt: skip
 
     def _track(self, jid: str, tracked: bool, now: float) -> None:
         def call(partition: str) -> Any:
-            if not tracked and self._call_in(partition, "get", now, jid, name="untrack") is None:
+            if not tracked and self.call_in(partition, "get", now, jid, name="untrack") is None:
                 raise JobNotFound(jid, "untrack")
-            return self._call_in(partition, "track", now, "track" if tracked else "untrack", jid)
+            return self.call_in(partition, "track", now, "track" if tracked else "untrack", jid)
 
         self._one_job(jid, call)
 
@@ -495,32 +521,43 @@ class RedisClusterEngine(Engine):
 
     # -- recurring jobs -------------------------------------------------------------------
     def _recur(self, command: checks.Recur) -> None:
+        with unreachable(self.address.node()):
+            where = self.partitions.locate([command.jid], kind="r").get(command.jid)
+        if where is not None and where != of_queue(command.queue):
+            with unreachable(self.address.node()):
+                transfer.move_template(self, where, command.jid, arguments.recur(command),
+                                       command.now)  # fmt: skip
+            return
         self._in_queue(command.queue, "recur", command.now, *arguments.recur(command))
 
     def _unrecur(self, jid: str, now: float) -> None:
-        self._one_job(jid, lambda p: self._call_in(p, "unrecur", now, jid), kind="r")
+        self._one_job(jid, lambda p: self.call_in(p, "unrecur", now, jid), kind="r")
 
     def _recur_get(self, jid: str, now: float) -> RecurringJob | None:
-        reply = self._one_job(jid, lambda p: self._call_in(
+        reply = self._one_job(jid, lambda p: self.call_in(
             p, "recur.get", now, jid, name="recur_get"), kind="r")  # fmt: skip
         return None if reply is None else replies.recurring(reply)
 
     def _recur_update(self, command: checks.RecurUpdate) -> None:
         queue = command.changes.get("queue")
         if queue is not None:
-            where = self.partitions.locate([command.jid], kind="r")
-            if command.jid in where and where[command.jid] != of_queue(str(queue)):
-                raise Unsupported(
-                    self.name, "recur_update", Capability.RECURRING.value,
-                    "on Redis Cluster a recurring template stays in its queue's partition: "
-                    "unrecur it and recur it in the other queue",
-                )  # fmt: skip
+            with unreachable(self.address.node()):
+                where = self.partitions.locate([command.jid], kind="r").get(command.jid)
+                if where is not None and where != of_queue(str(queue)):
+                    recur_args = transfer.template_args(self, where, command.jid, str(queue),
+                                                        command.now)  # fmt: skip
+                    if recur_args is not None:
+                        transfer.move_template(self, where, command.jid, recur_args, command.now)
+                        others = {k: v for k, v in command.changes.items() if k != "queue"}
+                        if not others:
+                            return
+                        command = command._replace(changes=others)
         args = arguments.recur_update(command)
-        self._one_job(command.jid, lambda p: self._call_in(
+        self._one_job(command.jid, lambda p: self.call_in(
             p, "recur.update", command.now, *args, name="recur_update"), kind="r")  # fmt: skip
 
     def _recur_retag(self, command: checks.Retag, add: bool) -> list[str]:
         verb, name = ("recur.tag", "recur_tag") if add else ("recur.untag", "recur_untag")
-        reply = self._one_job(command.jid, lambda p: self._call_in(
+        reply = self._one_job(command.jid, lambda p: self.call_in(
             p, verb, command.now, command.jid, *command.tags, name=name), kind="r")  # fmt: skip
         return [str(tag) for tag in replies.as_list(json.loads(reply))]

@@ -14,7 +14,27 @@ from typing import Any
 
 from lanner.engines.redis import replies
 from lanner.job import Job
-from lanner.records import WorkerCounts, WorkerJobs
+from lanner.records import QueueCounts, WorkerCounts, WorkerJobs
+
+
+def queues(answers: Iterable[Any]) -> list[QueueCounts]:
+    """Queues by name, counts summed: a partition may know a queue of another (a job sent
+    on to it passed through), with nothing in it."""
+    merged: dict[str, QueueCounts] = {}
+    for answer in answers:
+        for obj in replies.as_list(json.loads(answer)):
+            counts = replies.counts(obj)
+            seen = merged.get(counts.name)
+            merged[counts.name] = counts if seen is None else _summed(seen, counts)
+    return sorted(merged.values(), key=lambda counts: counts.name)
+
+
+def _summed(a: QueueCounts, b: QueueCounts) -> QueueCounts:
+    return QueueCounts(
+        a.name, a.waiting + b.waiting, a.stalled + b.stalled, a.running + b.running,
+        a.scheduled + b.scheduled, a.depends + b.depends, a.recurring + b.recurring,
+        a.paused or b.paused,
+    )  # fmt: skip
 
 
 def groups(answers: Iterable[Any]) -> dict[str, int]:

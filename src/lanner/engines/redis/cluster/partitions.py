@@ -46,6 +46,8 @@ class Partitions:
         self._client = client
         self._registered: set[str] = set()
         self._jobs: OrderedDict[str, str] = OrderedDict()
+        self.stranded: list[tuple[str, str]] = []
+        """(jid, partition) of jobs a lookup found moving out of a partition."""
 
     def register(self, partition: str) -> None:
         """Make sure the partition is in the registry and has the shared settings."""
@@ -85,25 +87,38 @@ class Partitions:
         wanted = list(dict.fromkeys(jids))
         found: dict[str, str] = {}
         if kind == "j" and not fresh:
-            for jid in wanted:
-                if (cached := self._jobs.get(jid)) is not None:
-                    found[jid] = cached
+            found = {jid: self._jobs[jid] for jid in wanted if jid in self._jobs}
         missing = [jid for jid in wanted if jid not in found]
-        if not missing:
-            return found
-        partitions = self.every()
+        if missing:
+            asked = self._ask(missing, kind)
+            found.update(asked)
+            if kind == "j":
+                for jid, partition in asked.items():
+                    self.remember([jid], partition)
+        return found
+
+    def _ask(self, jids: list[str], kind: str) -> dict[str, str]:
+        """Every partition at once: where each jid is, a partition it is moving out of
+        only where it is nowhere else (and noted in `stranded`)."""
+        asked = [(jid, part) for jid in jids for part in self.every()]
         pipe: Any = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
-        asked = [(jid, part) for jid in missing for part in partitions]
         for jid, part in asked:
             pipe.exists(key(part, f"{kind}:{jid}"))
-        for (jid, part), exists in zip(asked, pipe.execute(), strict=True):
-            if exists and jid not in found:
-                found[jid] = part
-        if kind == "j":
-            for jid in missing:
-                if jid in found:
-                    self.remember([jid], found[jid])
-        return found
+            pipe.sismember(key(part, "lanner:moving"), jid)
+        answers = pipe.execute()
+        found: dict[str, str] = {}
+        moving: dict[str, str] = {}
+        for (jid, part), exists, leaving in zip(asked, answers[::2], answers[1::2], strict=True):
+            if exists and leaving:
+                moving[jid] = part
+                self.stranded.append((jid, part))
+            elif exists:
+                found.setdefault(jid, part)
+        return moving | found
+
+    def take_stranded(self) -> list[tuple[str, str]]:
+        taken, self.stranded = self.stranded, []
+        return taken
 
     def group(self, jids: Iterable[str], *, kind: str = "j") -> dict[str, list[str]]:
         """The jids by partition, in their order; those found nowhere under GLOBAL."""

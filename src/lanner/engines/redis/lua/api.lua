@@ -573,6 +573,41 @@ end
 
 -- lanner.heartbeat_many worker jid...: {jid, expiry as text, ...} of the
 -- locks renewed
+-- Redis Cluster: lanner.move_out target jid if_exists put /
+-- lanner.complete_out target jid worker queue data next delay /
+-- lanner.move_pending jid / lanner.move_in jid put history tracked /
+-- lanner.move_done jid (cluster.lua)
+Api['lanner.move_out'] = function(now, args)
+  return Move.out(now, Args.string(args[1], 'target'), Args.string(args[2], 'jid'),
+    present(args[3]), Args.string(args[4], 'put'))
+end
+
+Api['lanner.complete_out'] = function(now, args)
+  return Move.complete_out(now, Args.string(args[1], 'target'), Args.string(args[2], 'jid'),
+    Args.string(args[3], 'worker'), Args.string(args[4], 'queue'),
+    optional_job_data(args[5], 'data'), Args.string(args[6], 'next'),
+    Args.number(args[7], 'delay'))
+end
+
+Api['lanner.move_pending'] = function(_, args)
+  return Move.pending(Args.string(args[1], 'jid'))
+end
+
+Api['lanner.move_in'] = function(now, args)
+  local jid = Args.string(args[1], 'jid')
+  if redis.call('exists', Keys.job(jid)) == 1 then
+    return 0
+  end
+  Api['lanner.put_many'](now, { '', args[2] })
+  Move.restore(now, jid, Args.json(args[3], 'history'), args[4] == '1')
+  return 1
+end
+
+Api['lanner.move_done'] = function(_, args)
+  Move.done(Args.string(args[1], 'jid'))
+  return 1
+end
+
 Api['lanner.heartbeat_many'] = function(now, args)
   local worker = Args.string(args[1], 'worker')
   return Lanner.heartbeat_many(now, worker, Args.rest(args, 2, 'jid'))

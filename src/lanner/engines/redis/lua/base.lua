@@ -275,6 +275,7 @@ function Keys.use(prefix)
   Keys.tracked = P .. 'tracked'
   Keys.tags = P .. 'tags'
   Keys.config = P .. 'config'
+  Keys.moving = P .. 'lanner:moving'
 end
 Keys.use('ql:')
 
