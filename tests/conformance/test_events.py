@@ -347,7 +347,8 @@ def test_unfail_puts_each_job_back(engine: Engine, stream: EventStream) -> None:
     running(engine, "j1", "q", "w1")
     engine.fail("j1", "w1", "boom", "no", now=T0)
     assert engine.unfail("q2", "boom", now=T0 + 1) == 1
-    assert take(stream, 3)[2] == Event("put", jid="j1", queue="q2")
+    # Events of two queues: on Redis Cluster they come from two shards, in either order.
+    assert Event("put", jid="j1", queue="q2") in take(stream, 3)[1:]
     then_quiet(stream)
 
 

@@ -437,9 +437,15 @@ class RedisClusterEngine(Engine):
         for partition in others:
             if moved >= command.limit:
                 break
+            # The oldest failures first, as the core's unfail takes them.
+            left = command.limit - moved
+            total = int(json.loads(self.call_in(partition, "failed", command.now,
+                                                command.group, 0, 0))["total"])  # fmt: skip
             page = json.loads(self.call_in(partition, "failed", command.now, command.group,
-                                           0, command.limit - moved))  # fmt: skip
-            jids = [str(jid) for jid in replies.as_list(page["jobs"])]
+                                           max(0, total - left), left))  # fmt: skip
+            jids = [str(jid) for jid in reversed(replies.as_list(page["jobs"]))]
+            if not jids:
+                continue
             failed = replies.jobs(self.call_in(partition, "lanner.multiget", command.now, *jids))
             for job in failed:
                 put = NewJob(

@@ -87,9 +87,9 @@ def finish(engine: RedisClusterEngine, source: str, jid: str, now: float) -> Non
     pending: Any = engine.call_in(source, "lanner.move_pending", now, jid)
     if pending is None:
         return
-    target, put, history, tracked = (str(part) for part in pending)
+    target, put, history, tracked, quiet = (str(part) for part in pending)
     engine.partitions.register(target)
-    engine.call_in(target, "lanner.move_in", now, jid, put, history, tracked)
+    engine.call_in(target, "lanner.move_in", now, jid, put, history, tracked, quiet)
     engine.partitions.remember([jid], target)
     _step("put")
     engine.call_in(source, "lanner.move_done", now, jid)

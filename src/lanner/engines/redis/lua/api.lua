@@ -575,7 +575,7 @@ end
 -- locks renewed
 -- Redis Cluster: lanner.move_out target jid if_exists put /
 -- lanner.complete_out target jid worker queue data next delay /
--- lanner.move_pending jid / lanner.move_in jid put history tracked /
+-- lanner.move_pending jid / lanner.move_in jid put history tracked quiet /
 -- lanner.move_done jid (cluster.lua)
 Api['lanner.move_out'] = function(now, args)
   return Move.out(now, Args.string(args[1], 'target'), Args.string(args[2], 'jid'),
@@ -598,7 +598,12 @@ Api['lanner.move_in'] = function(now, args)
   if redis.call('exists', Keys.job(jid)) == 1 then
     return 0
   end
-  Api['lanner.put_many'](now, { '', args[2] })
+  local put = function() Api['lanner.put_many'](now, { '', args[2] }) end
+  if args[5] == '1' then
+    Move.quietly(put)
+  else
+    put()
+  end
   Move.restore(now, jid, Args.json(args[3], 'history'), args[4] == '1')
   return 1
 end

@@ -63,21 +63,38 @@ end
 
 -- complete ... next <queue> for a queue of another partition: the job is
 -- completed here, advanced, and moved out in the same call.
+-- Its put into next_queue is the one lanner.move_in makes (the history entry is
+-- taken back here), and announces none: the advance was.
 function Move.complete_out(now, target, jid, worker, queue, data, next_queue, delay)
   local state = Job.complete(now, jid, worker, queue, data, { next = next_queue, delay = delay })
+  redis.call('rpop', Keys.history(jid))
   Move.out(now, target, jid, nil, recreated(Job.load(jid), next_queue, delay))
+  redis.call('hset', Keys.job(jid), 'lanner_move_quiet', '1')
   return state
 end
 
--- [target, put, history (JSON list), tracked (1/0)] of a job moving out, or nil.
+-- [target, put, history (JSON list), tracked (1/0), quiet (1: no put event)]
+-- of a job moving out, or nil.
 function Move.pending(jid)
-  local found = redis.call('hmget', Keys.job(jid), 'state', 'lanner_move_to', 'lanner_move')
+  local found = redis.call('hmget', Keys.job(jid), 'state', 'lanner_move_to', 'lanner_move',
+    'lanner_move_quiet')
   if found[1] ~= 'moving' then
     return nil
   end
   local history = redis.call('lrange', Keys.history(jid), 0, -1)
   local tracked = redis.call('zscore', Keys.tracked, jid) and 1 or 0
-  return { found[2], found[3], cjson.encode(history), tracked }
+  return { found[2], found[3], cjson.encode(history), tracked, found[4] and 1 or 0 }
+end
+
+-- Run put() without its put event (a job advanced into another partition).
+function Move.quietly(put)
+  local announce = Events.put
+  Events.put = function() end
+  local ok, problem = pcall(put)
+  Events.put = announce
+  if not ok then
+    error(problem, 0)
+  end
 end
 
 -- After the put of lanner.move_in: the history from before the move comes
