@@ -99,6 +99,32 @@ class RedisCluster:
                     found.append(node.port)
         return found
 
+    def owner(self, queue: str) -> int:
+        """The port of the primary that serves a queue's partition now."""
+        from redis.crc import key_slot
+
+        slot = key_slot(("ql:{q:" + queue.partition("+")[0] + "}").encode())
+        port = self.primaries()[0]
+        with redis.Redis(port=port, socket_timeout=5) as client:
+            for start, end, primary, *_ in client.execute_command("CLUSTER SLOTS"):
+                if start <= slot <= end:
+                    return int(primary[1])
+        raise RuntimeError(f"no primary serves slot {slot}")
+
+    def spread_queues(self, per_primary: int, stem: str = "q") -> list[str]:
+        """Queue names `<stem><n>`, `per_primary` of them served by each primary."""
+        wanted = {port: per_primary for port in self.primaries()}
+        chosen: list[str] = []
+        for n in range(10_000):
+            name = f"{stem}{n}"
+            port = self.owner(name)
+            if wanted.get(port, 0) > 0:
+                wanted[port] -= 1
+                chosen.append(name)
+            if not any(wanted.values()):
+                return chosen
+        raise RuntimeError("could not spread queues over the primaries")
+
     def flush(self) -> None:
         for port in self.primaries():
             with redis.Redis(port=port, socket_timeout=5) as client:
