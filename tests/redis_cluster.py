@@ -125,6 +125,28 @@ class RedisCluster:
                 return chosen
         raise RuntimeError("could not spread queues over the primaries")
 
+    def wait_replicated(self) -> None:
+        """Wait until every primary's replicas have all it has written."""
+        for port in self.primaries():
+            with redis.Redis(port=port, socket_timeout=30) as client:
+                client.execute_command("WAIT", self.replicas, 20_000)
+
+    def kill(self, port: int) -> None:
+        """kill -9 the node on `port`, then wait until a replica has taken over its slots."""
+        node = next(node for node in self.nodes if node.port == port)
+        process, node.process = node.process, None
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not self._covered():
+            if time.monotonic() > deadline:
+                raise RuntimeError("no replica took over from the killed primary")
+            time.sleep(0.1)
+
+    def _covered(self) -> bool:
+        """Whether the running nodes say the cluster is ok without the dead ones."""
+        return all(self._node_ok(node.port) for node in self.nodes if node.process)
+
     def flush(self) -> None:
         for port in self.primaries():
             with redis.Redis(port=port, socket_timeout=5) as client:
