@@ -130,3 +130,45 @@ def test_the_pool_carries_on_after_a_primary_is_killed_and_its_replica_takes_ove
         assert sorted(done) == list(range(jobs)), "lost jobs"
     finally:
         app.close()
+
+
+def write_queue(path: str, queue: str) -> None:
+    record(path, queue)
+
+
+@pytest.mark.timeout(600)
+def test_the_lottery_keeps_its_shares_over_queues_on_different_shards(
+    cluster: RedisCluster, tmp_path: Path
+) -> None:
+    names = cluster.spread_queues(per_primary=1, stem="lot")
+    tickets = dict(zip(names, (1, 2, 4), strict=True))
+    queues = [
+        QueueConfig(name, priority=tickets[name], visibility_timeout_sec=30,
+                    long_poll_time_sec=0.2, batch_size=1, num_iterations=1)
+        for name in names
+    ]  # fmt: skip
+    app = make_app(cluster, queues)
+    out = tmp_path / "out.txt"
+    draws = 350
+    try:
+        tasks = {
+            name: app.task(queue=name, time_limit=10, name=f"{__name__}.lot_{name}")(write_queue)
+            for name in names
+        }
+        # Every queue keeps work through the whole run, so each draw is over all three.
+        app.publish_many([tasks[name].message(str(out), name) for name in names] * draws)
+        pool = WorkerPool(app, concurrency=1, queues=queues, selector="reduced-lottery")
+        pool.start()
+        try:
+            run_until(pool, lambda: len(lines(out)) >= draws, timeout=400)
+        finally:
+            pool.terminate(timeout=10)
+        taken = collections.Counter(lines(out)[:draws])
+        for name in names:
+            share = taken[name] / draws
+            # 1:2:4 tickets: 1/7, 2/7, 4/7; a binomial's 3.5 standard deviations at most.
+            expected = tickets[name] / 7
+            bound = 3.5 * (expected * (1 - expected) / draws) ** 0.5
+            assert abs(share - expected) <= bound, (name, share, expected, taken)
+    finally:
+        app.close()
