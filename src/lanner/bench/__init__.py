@@ -11,6 +11,7 @@
     io          `lanner bench io`: I/O-bound jobs, many at once per worker process
     web         `lanner bench web`: engine commands and time per dashboard page
     idle        `lanner bench idle`: CPU of an idle pool (and dashboard), then pickup latency
+    shards      `lanner bench shards`: Redis CPU per job of each shard of a Redis Cluster
 
 Only public names of other lanner modules are used here.
 """

@@ -98,21 +98,27 @@ class Partitions:
         return found
 
     def _ask(self, jids: list[str], kind: str) -> dict[str, str]:
-        """Every partition at once: where each jid is, a partition it is moving out of
-        only where it is nowhere else (and noted in `stranded`)."""
-        asked = [(jid, part) for jid in jids for part in self.every()]
+        """Every partition at once (one EXISTS each, pipelined): where each jid is. Where
+        one is in two partitions (a move under way), the one it is not moving out of; one
+        only moving out is noted in `stranded`."""
+        every = self.every()
+        asked = [(jid, part) for jid in jids for part in every]
         pipe: Any = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
         for jid, part in asked:
             pipe.exists(key(part, f"{kind}:{jid}"))
+        held = [pair for pair, exists in zip(asked, pipe.execute(), strict=True) if exists]
+        if not held:
+            return {}
+        pipe = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
+        for jid, part in held:
             pipe.sismember(key(part, "lanner:moving"), jid)
-        answers = pipe.execute()
         found: dict[str, str] = {}
         moving: dict[str, str] = {}
-        for (jid, part), exists, leaving in zip(asked, answers[::2], answers[1::2], strict=True):
-            if exists and leaving:
+        for (jid, part), leaving in zip(held, pipe.execute(), strict=True):
+            if leaving:
                 moving[jid] = part
                 self.stranded.append((jid, part))
-            elif exists:
+            else:
                 found.setdefault(jid, part)
         return moving | found
 
