@@ -42,7 +42,6 @@ from lanner.job import Job
 from lanner.records import (
     ConfigValue,
     JobPage,
-    NewJob,
     QueueCounts,
     QueueStats,
     QueueUsage,
@@ -412,10 +411,10 @@ class RedisClusterEngine(Engine):
         return gather.groups(self._every("failed", now, name="failed_groups"))
 
     def _failed(self, command: checks.Page) -> JobPage:
-        depth = min(command.offset + command.limit, _SCATTER_PAGE)
-        total, jobs = 0, []
         with unreachable(self.address.node()):
             every = self.partitions.every()
+        depth = min(command.offset + command.limit, _SCATTER_PAGE)
+        total, jobs = 0, []
         for partition in every:
             page = json.loads(self.call_in(partition, "failed", command.now, command.key, 0,
                                             depth))  # fmt: skip
@@ -432,29 +431,9 @@ class RedisClusterEngine(Engine):
         other partitions, each moved as a put would move it."""
         moved = int(self._in_queue(command.queue, "unfail", command.now, command.queue,
                                    command.group, command.limit))  # fmt: skip
-        with unreachable(self.address.node()):
-            others = [p for p in self.partitions.every() if p != of_queue(command.queue)]
-        for partition in others:
-            if moved >= command.limit:
-                break
-            # The oldest failures first, as the core's unfail takes them.
-            left = command.limit - moved
-            total = int(json.loads(self.call_in(partition, "failed", command.now,
-                                                command.group, 0, 0))["total"])  # fmt: skip
-            page = json.loads(self.call_in(partition, "failed", command.now, command.group,
-                                           max(0, total - left), left))  # fmt: skip
-            jids = [str(jid) for jid in reversed(replies.as_list(page["jobs"]))]
-            if not jids:
-                continue
-            failed = replies.jobs(self.call_in(partition, "lanner.multiget", command.now, *jids))
-            for job in failed:
-                put = NewJob(
-                    command.queue, job.jid, job.klass, job.data,
-                    priority=job.priority, tags=list(job.tags), retries=job.retries,
-                )  # fmt: skip
-                checked = checks.Put([put], "", command.now)
-                transfer.move(self, partition, put, checked, "unfail")
-                moved += 1
+        if moved < command.limit:
+            with unreachable(self.address.node()):
+                moved += transfer.unfail_elsewhere(self, command, command.limit - moved)
         return moved
 
     # -- dependencies, tags, tracking and log ---------------------------------------------

@@ -16,11 +16,13 @@ the process there.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lanner import checks
 from lanner.engine import Capability
+from lanner.engines.redis import arguments, replies
 from lanner.engines.redis.cluster.partitions import key, of_queue
 from lanner.errors import Unsupported
 from lanner.records import NewJob
@@ -42,8 +44,6 @@ def move(
     engine: RedisClusterEngine, source: str, job: NewJob, checked: checks.Put, command: str
 ) -> str:
     """Put `job` into its queue's partition when its jid lives in `source`."""
-    from lanner.engines.redis import arguments
-
     target = of_queue(job.queue)
     put = arguments.put_many([job._replace(if_exists="keep")])
     state = engine.call_in(
@@ -140,3 +140,29 @@ def template_args(
         "tags", tags if tags != "None" else "[]", "retries", retries,
         "backlog", backlog if backlog != "None" else 0,
     ]  # fmt: skip
+
+
+def unfail_elsewhere(engine: RedisClusterEngine, command: checks.Unfail, limit: int) -> int:
+    """unfail's jobs of the group that failed in other partitions than the queue's: the
+    oldest failures first, as the core's unfail takes them, each moved as a put moves a
+    job (up to `limit`); how many."""
+    moved = 0
+    for partition in engine.partitions.every():
+        if partition == of_queue(command.queue) or moved >= limit:
+            continue
+        left = limit - moved
+        found = engine.call_in(partition, "failed", command.now, command.group, 0, 0)
+        total = int(json.loads(found)["total"])
+        page = json.loads(engine.call_in(partition, "failed", command.now, command.group,
+                                         max(0, total - left), left))  # fmt: skip
+        jids = [str(jid) for jid in reversed(replies.as_list(page["jobs"]))]
+        if not jids:
+            continue
+        for job in replies.jobs(engine.call_in(partition, "lanner.multiget", command.now, *jids)):
+            put = NewJob(
+                command.queue, job.jid, job.klass, job.data,
+                priority=job.priority, tags=list(job.tags), retries=job.retries,
+            )  # fmt: skip
+            move(engine, partition, put, checks.Put([put], "", command.now), "unfail")
+            moved += 1
+    return moved

@@ -573,45 +573,14 @@ end
 
 -- lanner.heartbeat_many worker jid...: {jid, expiry as text, ...} of the
 -- locks renewed
--- Redis Cluster: lanner.move_out target jid if_exists put /
--- lanner.complete_out target jid worker queue data next delay /
--- lanner.move_pending jid / lanner.move_in jid put history tracked quiet /
--- lanner.move_done jid (cluster.lua)
-Api['lanner.move_out'] = function(now, args)
-  return Move.out(now, Args.string(args[1], 'target'), Args.string(args[2], 'jid'),
-    present(args[3]), Args.string(args[4], 'put'))
-end
-
-Api['lanner.complete_out'] = function(now, args)
-  return Move.complete_out(now, Args.string(args[1], 'target'), Args.string(args[2], 'jid'),
-    Args.string(args[3], 'worker'), Args.string(args[4], 'queue'),
-    optional_job_data(args[5], 'data'), Args.string(args[6], 'next'),
-    Args.number(args[7], 'delay'))
-end
-
-Api['lanner.move_pending'] = function(_, args)
-  return Move.pending(Args.string(args[1], 'jid'))
-end
-
-Api['lanner.move_in'] = function(now, args)
-  local jid = Args.string(args[1], 'jid')
-  if redis.call('exists', Keys.job(jid)) == 1 then
-    return 0
-  end
-  local put = function() Api['lanner.put_many'](now, { '', args[2] }) end
-  if args[5] == '1' then
-    Move.quietly(put)
-  else
-    put()
-  end
-  Move.restore(now, jid, Args.json(args[3], 'history'), args[4] == '1')
-  return 1
-end
-
-Api['lanner.move_done'] = function(_, args)
-  Move.done(Args.string(args[1], 'jid'))
-  return 1
-end
+-- Redis Cluster: the lanner.move_* commands (cluster.lua); moving in is a put.
+-- (A function library's top level has no `pairs`: each is named.)
+Move.put_many = Api['lanner.put_many']
+Api['lanner.move_out'] = Move.api['lanner.move_out']
+Api['lanner.complete_out'] = Move.api['lanner.complete_out']
+Api['lanner.move_pending'] = Move.api['lanner.move_pending']
+Api['lanner.move_in'] = Move.api['lanner.move_in']
+Api['lanner.move_done'] = Move.api['lanner.move_done']
 
 Api['lanner.heartbeat_many'] = function(now, args)
   local worker = Args.string(args[1], 'worker')

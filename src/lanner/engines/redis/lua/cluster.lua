@@ -121,3 +121,48 @@ function Move.done(jid)
   end
   redis.call('srem', Keys.moving, jid)
 end
+
+-- The commands (arguments after <now>; the header lists them with api.lua's).
+Move.api = {}
+
+-- lanner.move_out target jid if_exists put
+Move.api['lanner.move_out'] = function(now, args)
+  return Move.out(now, Args.string(args[1], 'target'), Args.string(args[2], 'jid'),
+    present(args[3]), Args.string(args[4], 'put'))
+end
+
+-- lanner.complete_out target jid worker queue data next delay (data '' = as it is)
+Move.api['lanner.complete_out'] = function(now, args)
+  local data = args[5] ~= '' and args[5] or nil
+  return Move.complete_out(now, Args.string(args[1], 'target'), Args.string(args[2], 'jid'),
+    Args.string(args[3], 'worker'), Args.string(args[4], 'queue'), data,
+    Args.string(args[6], 'next'), Args.number(args[7], 'delay'))
+end
+
+-- lanner.move_pending jid
+Move.api['lanner.move_pending'] = function(_, args)
+  return Move.pending(Args.string(args[1], 'jid'))
+end
+
+-- lanner.move_in jid put history tracked quiet: the put (lanner.put_many's
+-- jobs argument) unless the job is here already, then its history and tracking.
+Move.api['lanner.move_in'] = function(now, args)
+  local jid = Args.string(args[1], 'jid')
+  if redis.call('exists', Keys.job(jid)) == 1 then
+    return 0
+  end
+  local put = function() Move.put_many(now, { '', args[2] }) end
+  if args[5] == '1' then
+    Move.quietly(put)
+  else
+    put()
+  end
+  Move.restore(now, jid, Args.json(args[3], 'history'), args[4] == '1')
+  return 1
+end
+
+-- lanner.move_done jid
+Move.api['lanner.move_done'] = function(_, args)
+  Move.done(Args.string(args[1], 'jid'))
+  return 1
+end

@@ -304,6 +304,9 @@
 --   lanner.heartbeat_many worker jid...      [jid, expiry as text, ...]: heartbeat
 --       of each job the worker holds (running for it, in any queue); the others
 --       (lock lost, finished, cancelled, unknown) are skipped
+--   lanner.move_out, lanner.complete_out, lanner.move_pending,
+--   lanner.move_in, lanner.move_done: moving a job between partitions of a
+--       Redis Cluster (cluster.lua documents the steps)
 --   `jobs waiting queue [offset] [count]`    ready jids in pop order (qless's
 --       jobs has no waiting state)
 --   Blocking pop: lanner.pop_wait, then BLPOP ql:lanner:handoff:<queue>:<worker>
