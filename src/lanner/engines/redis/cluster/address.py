@@ -8,6 +8,8 @@ cluster has only database 0.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, unquote
@@ -15,13 +17,14 @@ from urllib.parse import parse_qsl, unquote
 from redis.backoff import ExponentialBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
+from redis.exceptions import ClusterError, RedisClusterException, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from lanner.engines import shown_url
-from lanner.engines.redis.connection import RedisAddress, RedisOptions
-from lanner.errors import MalformedArgument
+from lanner.engines.redis.connection import RedisAddress, RedisOptions, unreachable
+from lanner.errors import EngineUnavailable, MalformedArgument
 
 SCHEMES: Final = ("redis+cluster", "rediss+cluster")
 DEFAULT_PORT: Final = 6379
@@ -122,3 +125,14 @@ def cluster_client(
         decode_responses=True,
         client_name="lanner",
     )
+
+
+@contextmanager
+def reachable(address: ClusterAddress) -> Iterator[None]:
+    """`unreachable` of one Redis, and a cluster that cannot serve a slot now (down, a
+    failover under way, a slot moving) as `EngineUnavailable`: a pool waits it out."""
+    try:
+        with unreachable(address.node()):
+            yield
+    except (ClusterError, TryAgainError, RedisClusterException) as error:
+        raise EngineUnavailable(f"{address!r} cannot serve it now: {error}") from None

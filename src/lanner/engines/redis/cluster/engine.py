@@ -31,10 +31,15 @@ from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
 from lanner.engines.redis.cluster import gather, transfer
-from lanner.engines.redis.cluster.address import ClusterAddress, cluster_client, parse_url
+from lanner.engines.redis.cluster.address import (
+    ClusterAddress,
+    cluster_client,
+    parse_url,
+    reachable,
+)
 from lanner.engines.redis.cluster.caller import ClusterCaller
 from lanner.engines.redis.cluster.partitions import CONFIG, GLOBAL, Partitions, key, of_queue
-from lanner.engines.redis.connection import RedisOptions, impatient, one_shot, unreachable
+from lanner.engines.redis.connection import RedisOptions, impatient, one_shot
 from lanner.engines.redis.events import RedisEventStream
 from lanner.errors import JobNotFound, Unsupported
 from lanner.events import EventStream
@@ -85,7 +90,7 @@ class RedisClusterEngine(Engine):
         )
         self.partitions = Partitions(self.client)
         try:
-            with unreachable(self.address.node()):
+            with reachable(self.address):
                 self._lua = ClusterCaller(self.client, self.options.lua)
                 transfer.finish_all(self, time.time())
         except BaseException:
@@ -117,7 +122,7 @@ class RedisClusterEngine(Engine):
     ) -> Any:
         """Run one command of the core in one partition."""
         try:
-            with unreachable(self.address.node()):
+            with reachable(self.address):
                 argv = [command, repr(now), *map(arguments.text, args)]
                 return self._lua.call(partition, argv)
         except ResponseError as error:
@@ -125,13 +130,13 @@ class RedisClusterEngine(Engine):
 
     def _in_queue(self, queue: str, command: str, now: float, *args: Arg, **kw: Any) -> Any:
         partition = of_queue(queue)
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             self.partitions.register(partition)
         return self.call_in(partition, command, now, *args, **kw)
 
     def _every(self, command: str, now: float, *args: Arg, name: str | None = None) -> list[Any]:
         """The command's reply in every partition."""
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             every = self.partitions.every()
         return [self.call_in(p, command, now, *args, name=name) for p in every]
 
@@ -140,7 +145,7 @@ class RedisClusterEngine(Engine):
     ) -> list[Any]:
         """`call(partition, jids)` for the jids of each partition; a cached partition that
         no longer holds a job is looked up again."""
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             grouped = self.partitions.group(jids, kind=kind)
             if self.partitions.stranded:
                 for jid, source in self.partitions.take_stranded():
@@ -155,7 +160,7 @@ class RedisClusterEngine(Engine):
                     raise
                 for jid in members:
                     self.partitions.forget(jid)
-                with unreachable(self.address.node()):
+                with reachable(self.address):
                     fresh = self.partitions.group(members)
                 results.extend(call(p, m) for p, m in fresh.items())
         return results
@@ -166,7 +171,7 @@ class RedisClusterEngine(Engine):
 
     def _same_partition(self, partition: str, jids: list[str], command: str) -> None:
         """Refuse dependencies on jobs of another partition."""
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             where = self.partitions.locate(jids)
         elsewhere = sorted(jid for jid, found in where.items() if found != partition)
         if elsewhere:
@@ -180,14 +185,14 @@ class RedisClusterEngine(Engine):
 
     # -- configuration --------------------------------------------------------------------
     def _config_get(self, key_name: str) -> ConfigValue | None:
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             value = self.client.hget(CONFIG, key_name)
         if value is None:
             return CONFIG_DEFAULTS.get(key_name)
         return replies.config_value(replies.decoded(value))
 
     def _config_all(self) -> dict[str, ConfigValue]:
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             stored = self.client.hgetall(CONFIG)
         merged: dict[str, ConfigValue] = dict(CONFIG_DEFAULTS)
         merged.update(
@@ -200,13 +205,13 @@ class RedisClusterEngine(Engine):
         # The shared copy first: a partition registered from now on copies it.
         self.call_in(GLOBAL, "config.set", now, setting.key, setting.value, name="config_set")
         value = arguments.text(setting.value)
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             for partition in self.partitions.every():
                 self.client.hset(key(partition, "config"), setting.key, value)
 
     def _config_unset(self, key_name: str, now: float) -> None:
         self.call_in(GLOBAL, "config.unset", now, key_name, name="config_unset")
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             for partition in self.partitions.every():
                 self.client.hdel(key(partition, "config"), key_name)
 
@@ -215,7 +220,7 @@ class RedisClusterEngine(Engine):
         by_partition: dict[str, list[Any]] = {}
         for job in checked.jobs:
             by_partition.setdefault(of_queue(job.queue), []).append(job)
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             for partition in by_partition:
                 self.partitions.register(partition)
             where = self.partitions.locate([job.jid for job in checked.jobs], fresh=True)
@@ -255,7 +260,7 @@ class RedisClusterEngine(Engine):
         def call(core_command: str, now: float, *args: Arg, **kw: Any) -> Any:
             return self.call_in(partition, core_command, now, *args, **kw)
 
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             self.partitions.register(partition)
             jobs = blocking.pop(call, self._blocking, command, partition + ":")
         self.partitions.remember([job.jid for job in jobs], partition)
@@ -272,7 +277,7 @@ class RedisClusterEngine(Engine):
             p, "lanner.heartbeat", command.now, *args, name="heartbeat")))  # fmt: skip
 
     def _heartbeat_many(self, command: checks.Heartbeats) -> dict[str, float]:
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             grouped = self.partitions.group(command.jids)
         extended: dict[str, float] = {}
         for partition, jids in grouped.items():
@@ -356,7 +361,7 @@ class RedisClusterEngine(Engine):
             def call(core_command: str, now: float, *args: Arg, **kw: Any) -> Any:
                 return self.call_in(partition, core_command, now, *args, **kw)
 
-            with unreachable(self.address.node()):
+            with reachable(self.address):
                 return blocking.wait(call, self._blocking, command, partition + ":")
 
         result: Job | None = self._one_job(command.jid, waited)
@@ -390,7 +395,7 @@ class RedisClusterEngine(Engine):
 
     def _read_each(self, read: Callable[[Any, str], Any]) -> list[Any]:
         """One read of every partition, pipelined."""
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             every = self.partitions.every()
             pipe: Any = self.client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
             for partition in every:
@@ -411,7 +416,7 @@ class RedisClusterEngine(Engine):
         return gather.groups(self._every("failed", now, name="failed_groups"))
 
     def _failed(self, command: checks.Page) -> JobPage:
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             every = self.partitions.every()
         depth = min(command.offset + command.limit, _SCATTER_PAGE)
         total, jobs = 0, []
@@ -432,7 +437,7 @@ class RedisClusterEngine(Engine):
         moved = int(self._in_queue(command.queue, "unfail", command.now, command.queue,
                                    command.group, command.limit))  # fmt: skip
         if moved < command.limit:
-            with unreachable(self.address.node()):
+            with reachable(self.address):
                 moved += transfer.unfail_elsewhere(self, command, command.limit - moved)
         return moved
 
@@ -506,10 +511,10 @@ class RedisClusterEngine(Engine):
 
     # -- recurring jobs -------------------------------------------------------------------
     def _recur(self, command: checks.Recur) -> None:
-        with unreachable(self.address.node()):
+        with reachable(self.address):
             where = self.partitions.locate([command.jid], kind="r").get(command.jid)
         if where is not None and where != of_queue(command.queue):
-            with unreachable(self.address.node()):
+            with reachable(self.address):
                 transfer.move_template(self, where, command.jid, arguments.recur(command),
                                        command.now)  # fmt: skip
             return
@@ -526,7 +531,7 @@ class RedisClusterEngine(Engine):
     def _recur_update(self, command: checks.RecurUpdate) -> None:
         queue = command.changes.get("queue")
         if queue is not None:
-            with unreachable(self.address.node()):
+            with reachable(self.address):
                 where = self.partitions.locate([command.jid], kind="r").get(command.jid)
                 if where is not None and where != of_queue(str(queue)):
                     recur_args = transfer.template_args(self, where, command.jid, str(queue),
