@@ -534,8 +534,10 @@ def idle_command(
               help="Jobs put, popped and completed in each layout.")  # fmt: skip
 @click.option("--queues", type=click.IntRange(min=1), default=6, show_default=True,
               help="Queues the jobs are spread over.")  # fmt: skip
+@click.option("--single", default=None, metavar="URL",
+              help="A Redis (redis://...) to run the same work on first (baseline).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
-def shards_command(url: str, jobs: int, queues: int, as_json: bool) -> None:
+def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json: bool) -> None:
     """Measure the Redis CPU per job of each shard of a Redis Cluster, with the queues
     spread over the primaries, then all served by one."""
     from lanner.bench.shards import run_shards_benchmark
@@ -543,7 +545,7 @@ def shards_command(url: str, jobs: int, queues: int, as_json: bool) -> None:
     errors = Console(stderr=True)
     try:
         with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_shards_benchmark(url, jobs, queues, RichProgress(bar))
+            result = run_shards_benchmark(url, jobs, queues, RichProgress(bar), single)
     except (BenchError, LannerError) as error:
         raise click.ClickException(str(error)) from error
     if as_json:

@@ -2,10 +2,11 @@
 
 Jobs are put (`put_many`), popped and completed (`complete_many`) over a few queues, laid
 out two ways in turn: `spread` (each primary serves as many of the queues as the others)
-and `one` (every queue served by one primary). For each layout and each primary it reads
-Redis' own accounts before and after: CPU time of the server process (`INFO cpu`, user +
-system: what the shard's core spends, networking included) and time in commands (`INFO
-commandstats`: the main thread running lanner's calls). Divided by the jobs, these are the
+and `one` (every queue served by one primary); with `--single`, first on one Redis, the
+baseline. For each layout and each primary it reads Redis' own accounts before and after:
+CPU time of the server process (`INFO cpu`, user + system: what the shard's core spends,
+networking included) and time in commands (`INFO commandstats`: wall time of the main
+thread in lanner's calls, which a loaded machine inflates). Divided by the jobs, these are the
 figures that say how many jobs/s one shard can take (1 s / its CPU per job) and so how
 many N shards take when queues are spread over them.
 
@@ -77,9 +78,8 @@ class ShardsBenchResult:
         }
 
 
-def _accounts(node: Any) -> tuple[float, float]:
-    """CPU seconds of the server and microseconds spent in commands, so far."""
-    client = node.redis_connection
+def _accounts(client: Any) -> tuple[float, float]:
+    """CPU seconds of a server and microseconds spent in commands, so far."""
     cpu = client.info("cpu")
     stats = client.info("commandstats")
     in_commands = sum(float(entry["usec"]) for entry in stats.values())
@@ -103,36 +103,41 @@ def _queues(engine: Any, layout: str, count: int, run: str) -> list[str]:
     raise BenchError("could not lay the queues out over the primaries")
 
 
-def _run_layout(
-    engine: Any, layout: str, queues: int, jobs: int, progress: BenchProgress
-) -> LayoutResult:
-    run = uuid.uuid4().hex[:8]
-    names = _queues(engine, layout, queues, run)
-    nodes = engine.client.get_primaries()
-    before = {node.name: _accounts(node) for node in nodes}
+def _workload(engine: Any, names: list[str], jobs: int, run: str, progress: BenchProgress) -> float:
+    """Put `jobs` jobs over the queues, then pop and complete them all; the seconds taken."""
     started = time.perf_counter()
-    progress.phase(f"{layout}: put {jobs} jobs over {queues} queues", jobs)
+    progress.phase(f"put {jobs} jobs over {len(names)} queues", jobs)
     for start in range(0, jobs, DEFAULT_BATCH):
         batch = [
-            NewJob(names[n % queues], f"{run}-{n}", KLASS, "{}")
+            NewJob(names[n % len(names)], f"{run}-{n}", KLASS, "{}")
             for n in range(start, min(start + DEFAULT_BATCH, jobs))
         ]
         engine.put_many(batch)
         progress.advance(len(batch))
-    progress.phase(f"{layout}: pop and complete", jobs)
-    done, idle = 0, 0
+    progress.phase("pop and complete", jobs)
+    done = 0
     while done < jobs:
+        before = done
         for name in names:
             popped = engine.pop(name, "bench-shards", 10)
             if popped:
                 engine.complete_many([job.jid for job in popped], "bench-shards", name)
                 done += len(popped)
                 progress.advance(len(popped))
-        idle = 0 if done else idle + 1
-        if idle > 1000:
-            raise BenchError("the queues gave no jobs")
-    elapsed = time.perf_counter() - started
-    after = {node.name: _accounts(node) for node in nodes}
+        if done == before:
+            raise BenchError(f"the queues gave {done} of the {jobs} jobs put")
+    return time.perf_counter() - started
+
+
+def _run_layout(
+    engine: Any, layout: str, queues: int, jobs: int, progress: BenchProgress
+) -> LayoutResult:
+    run = uuid.uuid4().hex[:8]
+    names = _queues(engine, layout, queues, run)
+    nodes = {node.name: node.redis_connection for node in engine.client.get_primaries()}
+    before = {name: _accounts(client) for name, client in nodes.items()}
+    elapsed = _workload(engine, names, jobs, run, progress)
+    after = {name: _accounts(client) for name, client in nodes.items()}
     owners = [engine.client.get_node_from_key("ql:{q:" + q + "}").name for q in names]
     shards = tuple(
         ShardFigures(
@@ -146,10 +151,34 @@ def _run_layout(
     return LayoutResult(layout, tuple(names), jobs, jobs / elapsed, shards)
 
 
+def _run_single(url: str, queues: int, jobs: int, progress: BenchProgress) -> LayoutResult:
+    """The same work on one Redis (`redis://`), the baseline a shard compares with."""
+    import redis
+
+    run = uuid.uuid4().hex[:8]
+    names = [f"shards-{run}-{n}" for n in range(queues)]
+    engine = open_engine(url)
+    try:
+        with redis.Redis.from_url(url.partition("?")[0], decode_responses=True) as client:
+            before = _accounts(client)
+            elapsed = _workload(engine, names, jobs, run, progress)
+            after = _accounts(client)
+    finally:
+        engine.close()
+    figures = ShardFigures(
+        node=url.partition("?")[0].rpartition("@")[2],
+        queues=queues,
+        cpu_us_per_job=(after[0] - before[0]) * 1e6 / jobs,
+        command_us_per_job=(after[1] - before[1]) / jobs,
+    )
+    return LayoutResult("single", tuple(names), jobs, jobs / elapsed, (figures,))
+
+
 def run_shards_benchmark(
-    url: str, jobs: int, queues: int, progress: BenchProgress
+    url: str, jobs: int, queues: int, progress: BenchProgress, single: str | None = None
 ) -> ShardsBenchResult:
-    """Both layouts in turn on the cluster `url` names."""
+    """Both layouts in turn on the cluster `url` names; first the same work on the one
+    Redis `single` names, if given."""
     if not url.startswith(("redis+cluster://", "rediss+cluster://")):
         raise BenchError(f"lanner bench shards measures a Redis Cluster, not {url!r}")
     engine = open_engine(url)
@@ -157,6 +186,8 @@ def run_shards_benchmark(
         if len(engine.client.get_primaries()) < 2:  # type: ignore[attr-defined]
             raise BenchError("the cluster has one primary: there is nothing to spread")
         layouts = tuple(_run_layout(engine, name, queues, jobs, progress) for name in LAYOUTS)
+        if single is not None:
+            layouts = (_run_single(single, queues, jobs, progress), *layouts)
     finally:
         engine.close()
     return ShardsBenchResult(url, layouts, MachineInfo.current())

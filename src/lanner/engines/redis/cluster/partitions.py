@@ -21,6 +21,9 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from redis.cluster import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 GLOBAL: Final = "ql:{g}"
 REGISTRY: Final = GLOBAL + ":partitions"
@@ -98,18 +101,19 @@ class Partitions:
         return found
 
     def _ask(self, jids: list[str], kind: str) -> dict[str, str]:
-        """Every partition at once (one EXISTS each, pipelined): where each jid is. Where
-        one is in two partitions (a move under way), the one it is not moving out of; one
-        only moving out is noted in `stranded`."""
+        """Every partition at once: where each jid is. Where one is in two partitions (a
+        move under way), the one it is not moving out of; one only moving out is noted in
+        `stranded`. One EXISTS of all the jids per partition (the keys of a partition
+        share its slot), then one per jid in the partitions that hold any."""
         every = self.every()
-        asked = [(jid, part) for jid in jids for part in every]
-        pipe: Any = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
-        for jid, part in asked:
-            pipe.exists(key(part, f"{kind}:{jid}"))
-        held = [pair for pair, exists in zip(asked, pipe.execute(), strict=True) if exists]
+        counts = self._exists([[key(part, f"{kind}:{jid}") for jid in jids] for part in every])
+        holding = [part for part, count in zip(every, counts, strict=True) if count]
+        asked = [(jid, part) for part in holding for jid in jids]
+        answers = self._exists([[key(part, f"{kind}:{jid}")] for jid, part in asked])
+        held = [pair for pair, exists in zip(asked, answers, strict=True) if exists]
         if not held:
             return {}
-        pipe = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
+        pipe: Any = self._client.pipeline(transaction=False)  # type: ignore[no-untyped-call]
         for jid, part in held:
             pipe.sismember(key(part, "lanner:moving"), jid)
         found: dict[str, str] = {}
@@ -121,6 +125,26 @@ class Partitions:
             else:
                 found.setdefault(jid, part)
         return moving | found
+
+    def _exists(self, key_groups: list[list[str]]) -> list[int]:
+        """EXISTS of each group of keys (one slot each): one plain pipeline per node, as
+        redis-py's cluster pipeline spends some 100 µs of Python routing each command; the
+        cluster client where a node answers that a slot has moved."""
+        by_node: dict[str, tuple[Any, list[int]]] = {}
+        for index, group in enumerate(key_groups):
+            node = self._client.get_node_from_key(group[0])  # type: ignore[no-untyped-call]
+            by_node.setdefault(node.name, (node, []))[1].append(index)
+        counts = [0] * len(key_groups)
+        try:
+            for node, indexes in by_node.values():
+                pipe = node.redis_connection.pipeline(transaction=False)
+                for index in indexes:
+                    pipe.exists(*key_groups[index])
+                for index, count in zip(indexes, pipe.execute(), strict=True):
+                    counts[index] = int(count)
+        except (ResponseError, RedisConnectionError, RedisTimeoutError):
+            counts = [int(self._client.exists(*group)) for group in key_groups]
+        return counts
 
     def take_stranded(self) -> list[tuple[str, str]]:
         taken, self.stranded = self.stranded, []
