@@ -138,7 +138,7 @@ class RedisCluster:
         process.kill()
         process.wait()
         deadline = time.monotonic() + READY_TIMEOUT
-        while not self._covered():
+        while self._serves(port) or not self._covered():
             if time.monotonic() > deadline:
                 raise RuntimeError("no replica took over from the killed primary")
             time.sleep(0.1)
@@ -146,6 +146,20 @@ class RedisCluster:
     def _covered(self) -> bool:
         """Whether the running nodes say the cluster is ok without the dead ones."""
         return all(self._node_ok(node.port) for node in self.nodes if node.process)
+
+    def _serves(self, port: int) -> bool:
+        """Whether a running node still names the node on `port` a slot's primary."""
+        for node in self.nodes:
+            if node.process is None:
+                continue
+            try:
+                with redis.Redis(port=node.port, socket_timeout=2) as client:
+                    slots = client.execute_command("CLUSTER SLOTS")
+            except redis.RedisError:
+                return True
+            if any(int(primary[1]) == port for _, _, primary, *_ in slots):
+                return True
+        return False
 
     def flush(self) -> None:
         for port in self.primaries():
