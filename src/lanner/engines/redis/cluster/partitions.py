@@ -16,6 +16,7 @@ sent to `ql:{g}`, whose core then answers as one Redis does ("Job ... does not e
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Final
@@ -49,6 +50,7 @@ class Partitions:
         self._client = client
         self._registered: set[str] = set()
         self._jobs: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
         self.stranded: list[tuple[str, str]] = []
         """(jid, partition) of jobs a lookup found moving out of a partition."""
 
@@ -70,14 +72,16 @@ class Partitions:
         return sorted(found)
 
     def remember(self, jids: Iterable[str], partition: str) -> None:
-        for jid in jids:
-            self._jobs[jid] = partition
-            self._jobs.move_to_end(jid)
-        while len(self._jobs) > CACHE_SIZE:
-            self._jobs.popitem(last=False)
+        with self._lock:  # a worker's keeper thread settles jobs beside its main thread
+            for jid in jids:
+                self._jobs[jid] = partition
+                self._jobs.move_to_end(jid)
+            while len(self._jobs) > CACHE_SIZE:
+                self._jobs.popitem(last=False)
 
     def forget(self, jid: str) -> None:
-        self._jobs.pop(jid, None)
+        with self._lock:
+            self._jobs.pop(jid, None)
 
     def cached(self, jid: str) -> str | None:
         return self._jobs.get(jid)
@@ -90,7 +94,9 @@ class Partitions:
         wanted = list(dict.fromkeys(jids))
         found: dict[str, str] = {}
         if kind == "j" and not fresh:
-            found = {jid: self._jobs[jid] for jid in wanted if jid in self._jobs}
+            # .get: another thread may forget a jid between a test and a read.
+            cached = {jid: self._jobs.get(jid) for jid in wanted}
+            found = {jid: partition for jid, partition in cached.items() if partition}
         missing = [jid for jid in wanted if jid not in found]
         if missing:
             asked = self._ask(missing, kind)
