@@ -171,3 +171,8 @@ def test_an_advance_into_another_partition_killed_between_steps_is_finished_once
         assert [event.what for event in job.history][-2:] == ["done", "put"]
         assert _copies(cluster, "j1") == 1
         assert [j.jid for j in reopened.pop("b", "w2", 10, now=T0 + 3)] == ["j1"]
+
+
+def test_a_cluster_that_cannot_be_reached_is_unavailable() -> None:
+    with pytest.raises(lanner.EngineUnavailable, match="cannot serve it now"):
+        lanner.open_engine("redis+cluster://127.0.0.1:1?retries=0&socket_connect_timeout=1")

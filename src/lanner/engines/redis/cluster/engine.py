@@ -84,10 +84,14 @@ class RedisClusterEngine(Engine):
         self.address, self.options = parse_url(url)
         if options is not None:
             self.options = options
-        self.client = cluster_client(self.address, self.options, self.options.socket_timeout)
-        self._blocking = cluster_client(
-            self.address, self.options, self.options.socket_timeout + blocking.BLOCK_CHUNK
-        )
+        # redis-py asks the seed nodes for the cluster's layout as it makes a client.
+        with reachable(self.address):
+            self.client = cluster_client(self.address, self.options, self.options.socket_timeout)
+            # BLPOP blocks its connection: blocked pops get their own clients, whose reads
+            # may take a whole wait chunk longer than a command.
+            self._blocking = cluster_client(
+                self.address, self.options, self.options.socket_timeout + blocking.BLOCK_CHUNK
+            )
         self.partitions = Partitions(self.client)
         try:
             with reachable(self.address):
