@@ -40,6 +40,8 @@ from pathlib import Path
 
 import pytest
 
+from redis_cluster import RedisCluster
+
 START_TIMEOUT = 10.0
 
 
@@ -148,6 +150,35 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A Redis Cluster of 3 primaries for the session (tests/redis_cluster.py): its `url`
+    is a `redis+cluster://` URL; `flush()` empties it."""
+    cluster = RedisCluster(tmp_path_factory.mktemp("cluster"), RedisServer, _free_port)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., RedisCluster]]:
+    """Start private clusters for one test: `factory(primaries=3, replicas=1)`."""
+    clusters: list[RedisCluster] = []
+
+    def start(primaries: int = 3, replicas: int = 0) -> RedisCluster:
+        directory = tmp_path / f"cluster-{len(clusters)}"
+        cluster = RedisCluster(directory, RedisServer, _free_port, primaries, replicas)
+        clusters.append(cluster)
+        cluster.start()
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        cluster.stop()
 
 
 @pytest.fixture

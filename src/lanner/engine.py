@@ -97,6 +97,9 @@ class Capability(StrEnum):
     MAX_CONCURRENCY = "max-concurrency"  # `<queue>-max-concurrency`
     BLOCKING_POP = "blocking-pop"  # pop(..., wait=s) without polling the store
     DEPENDENCIES = "dependencies"  # put(depends=...), complete(depends=...), depends_*
+    # A job may depend on jobs of other queues (without it, only on jobs of its own queue
+    # or fanout family: Redis Cluster keeps each queue in its own hash slot)
+    CROSS_QUEUE_DEPENDENCIES = "cross-queue-dependencies"
     TAGS = "tags"  # put(tags=...), tag_add, tag_remove, tagged, tags_top
     TRACKING = "tracking"  # track, untrack, tracked
     LOG = "log"  # custom history entries

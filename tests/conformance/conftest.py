@@ -45,11 +45,22 @@ def _fresh_sentinel(request: pytest.FixtureRequest, tmp: Path) -> str:
 # as a script (EVALSHA, as on Redis 6.2 and for qless's clients), and once more through
 # Sentinel (a primary found by its name, with replicas), waiting for a replica's copy
 # of every durable write (the `wait` option) so that what it adds runs too.
+# as a script (EVALSHA, as on Redis 6.2 and for qless's clients).
+def _fresh_cluster(request: pytest.FixtureRequest, tmp: Path) -> str:
+    """The session's Redis Cluster (tests/conftest.py), every primary emptied for this test."""
+    from redis_cluster import RedisCluster
+
+    cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+    cluster.flush()
+    return cluster.url
+
+
 STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
     "redis": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=function",
     "redis-script": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=script",
     "redis-sentinel": lambda request, tmp: _fresh_sentinel(request, tmp) + "?wait=1",
+    "redis-cluster": _fresh_cluster,
     "sqs": lambda request, tmp: str(request.getfixturevalue("sqs_fresh_url")),
 }
 
@@ -78,8 +89,9 @@ def store_name(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def engine_name(store_name: str) -> str:
-    """The name of the engine under test: the store's name up to any '-'."""
-    return store_name.partition("-")[0]
+    """The name of the engine under test: the store's name up to any '-' (redis-cluster
+    is one engine's name)."""
+    return store_name if store_name == "redis-cluster" else store_name.partition("-")[0]
 
 
 @pytest.fixture

@@ -99,6 +99,7 @@ def test_a_failed_dependency_keeps_the_job_waiting_on_it(engine: Engine) -> None
     assert get(engine, "child", T0 + 1).state == JobState.DEPENDS
 
 
+@pytest.mark.requires(Capability.CROSS_QUEUE_DEPENDENCIES)
 def test_reput_keeps_dependencies_when_not_given(engine: Engine) -> None:
     engine.put("q", "parent", "Task", now=T0)
     engine.put("q1", "child", "Task", depends=["parent"], now=T0)
@@ -133,6 +134,7 @@ def test_reput_with_no_dependencies_releases_the_job(engine: Engine) -> None:
     assert get(engine, "parent", T0 + 1).dependents == ()
 
 
+@pytest.mark.requires(Capability.CROSS_QUEUE_DEPENDENCIES)
 def test_complete_with_next_and_depends_waits_in_next(engine: Engine) -> None:
     engine.put("q", "other", "Task", now=T0)
     running(engine, "j1", queue="q1")
@@ -143,6 +145,7 @@ def test_complete_with_next_and_depends_waits_in_next(engine: Engine) -> None:
     assert (job.queue, job.state, job.dependencies) == ("q2", JobState.DEPENDS, ("other",))
 
 
+@pytest.mark.requires(Capability.CROSS_QUEUE_DEPENDENCIES)
 def test_dependents_are_released_when_the_job_is_advanced_then_completed(engine: Engine) -> None:
     running(engine, "parent", queue="q1")
     engine.put("q", "child", "Task", depends=["parent"], now=T0)

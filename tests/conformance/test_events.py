@@ -321,9 +321,10 @@ def test_events_before_the_stream_are_not_delivered(engine: Engine) -> None:
 def test_a_put_moving_a_running_job_tells_its_worker(engine: Engine, stream: EventStream) -> None:
     running(engine, "j1", "q", "w1")
     engine.put("q2", "j1", "Task", worker="w2", now=T0 + 1)
-    assert take(stream, 3)[1:] == [
-        Event("put", jid="j1", queue="q2"),
+    # Two queues: on Redis Cluster two shards, whose events may come in either order.
+    assert sorted(take(stream, 3)[1:]) == [
         Event("lock_lost", jid="j1", worker="w1"),
+        Event("put", jid="j1", queue="q2"),
     ]
     then_quiet(stream)
 
@@ -347,7 +348,8 @@ def test_unfail_puts_each_job_back(engine: Engine, stream: EventStream) -> None:
     running(engine, "j1", "q", "w1")
     engine.fail("j1", "w1", "boom", "no", now=T0)
     assert engine.unfail("q2", "boom", now=T0 + 1) == 1
-    assert take(stream, 3)[2] == Event("put", jid="j1", queue="q2")
+    # Events of two queues: on Redis Cluster they come from two shards, in either order.
+    assert Event("put", jid="j1", queue="q2") in take(stream, 3)[1:]
     then_quiet(stream)
 
 

@@ -13,6 +13,7 @@
     idle        `lanner bench idle`: CPU of an idle pool (and dashboard), then pickup latency
     transactional  `lanner bench transactional`: publishing within transactions, publisher killed
     flow        `lanner bench flow rate|keys|fair|cron`: flow control with real pools
+    shards      `lanner bench shards`: Redis CPU per job of each shard of a Redis Cluster
 
 Only public names of other lanner modules are used here.
 """

@@ -652,3 +652,38 @@ def _add_flow() -> None:
 
 
 _add_flow()
+
+
+@bench.command("shards")
+@click.option("--url", required=True, metavar="URL",
+              help="A Redis Cluster (redis+cluster://...), 2 primaries or more.")  # fmt: skip
+@click.option("--jobs", type=click.IntRange(min=1), default=20_000, show_default=True,
+              help="Jobs put, popped and completed in each layout.")  # fmt: skip
+@click.option("--queues", type=click.IntRange(min=1), default=6, show_default=True,
+              help="Queues the jobs are spread over.")  # fmt: skip
+@click.option("--single", default=None, metavar="URL",
+              help="A Redis (redis://...) to run the same work on first (baseline).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json: bool) -> None:
+    """Measure the Redis CPU per job of each shard of a Redis Cluster, with the queues
+    spread over the primaries, then all served by one."""
+    from lanner.bench.shards import run_shards_benchmark
+
+    errors = Console(stderr=True)
+    try:
+        with exit_on_sigterm(), progress_bar(errors) as bar:
+            result = run_shards_benchmark(url, jobs, queues, RichProgress(bar), single)
+    except (BenchError, LannerError) as error:
+        raise click.ClickException(str(error)) from error
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    table = Table(title=f"lanner on Redis Cluster: {jobs} jobs over {queues} queues")
+    for column in ("layout", "primary", "queues", "CPU µs/job", "in commands µs/job"):
+        table.add_column(column, justify="left" if column in ("layout", "primary") else "right")
+    for layout in result.layouts:
+        for shard in layout.shards:
+            cpu, in_commands = f"{shard.cpu_us_per_job:.0f}", f"{shard.command_us_per_job:.0f}"
+            table.add_row(layout.layout, shard.node, str(shard.queues), cpu, in_commands)
+        table.add_row(layout.layout, "client", "", f"{layout.jobs_per_s:.0f} jobs/s", "")
+    Console().print(Group(table, _about(result.url, result.machine)))

@@ -5,6 +5,7 @@ sqlite:///jobs.db?synchronous=normal&busy_timeout=5&max_data_bytes=1048576
 redis://[user:password@]host[:port][/db]?socket_timeout=5    (needs lanner[redis])
 rediss://user:password@host:6380/0                           (TLS, certificates verified)
 redis+sentinel://host:26379,host2:26379/PRIMARY_NAME[/db]?wait=1  (the primary via Sentinel)
+redis+cluster://host:port[,host:port...]    rediss+cluster://... (Redis Cluster: seed nodes)
 sqs://eu-west-1?prefix=myapp-v42-&endpoint_url=http://127.0.0.1:9324      (needs lanner[sqs])
 """
 
@@ -50,6 +51,10 @@ def open_engine(url: str, *, max_wait: float | None = None, one_shot: bool = Fal
         if max_wait is not None:
             redis_options = redis_connection.impatient(redis_options, max_wait)
         return RedisEngine(url, options=redis_options)
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        from lanner.engines.redis.cluster.engine import open_cluster
+
+        return open_cluster(url, max_wait=max_wait, one_shot_command=one_shot)
     if scheme == "sqs":
         # Imported only here: boto3 is an optional dependency (lanner[sqs]).
         from lanner.engines.sqs import connection as sqs_connection
@@ -63,7 +68,8 @@ def open_engine(url: str, *, max_wait: float | None = None, one_shot: bool = Fal
         return SQSEngine(url, options=sqs_options)
     raise MalformedArgument(
         f"unknown broker URL scheme {scheme!r} in {shown_url(url)!r}; "
-        "known: sqlite, redis, rediss, redis+sentinel, rediss+sentinel, sqs"
+        "known: sqlite, redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster, "
+        "rediss+cluster, sqs"
     )
 
 

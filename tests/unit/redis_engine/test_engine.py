@@ -111,6 +111,7 @@ def test_every_piece_of_per_call_state_is_started_afresh_on_each_call() -> None:
                 "Recurring",
                 "Limits",
                 "Flow",
+                "Move",
             }
             if constant.match(name) or name in module_tables | modules | {"Lanner"}:
                 continue

@@ -40,11 +40,14 @@ _IDLE_PAUSES: Final = (0.01, 1.0)
 Call = Callable[..., Any]
 
 
-def pop(call: Call, client: redis.Redis, command: checks.Pop) -> list[Job]:
-    """Pop through `call` (the engine's call of its core); wait in `client`'s BLPOP."""
+def pop(
+    call: Call, client: redis.Redis | redis.RedisCluster, command: checks.Pop, prefix: str = "ql:"
+) -> list[Job]:
+    """Pop through `call` (the engine's call of its core); wait in `client`'s BLPOP.
+    `prefix` starts the keys (on Redis Cluster, the queue's partition and ':')."""
     deadline = time.monotonic() + command.wait
-    handoff = f"ql:lanner:handoff:{command.queue}:{command.worker}"
-    notify = f"ql:lanner:notify:{command.queue}"
+    handoff = f"{prefix}lanner:handoff:{command.queue}:{command.worker}"
+    notify = f"{prefix}lanner:notify:{command.queue}"
     idle = _IDLE_PAUSES[0]
     while True:
         at = time.time() if command.now is None else command.now
@@ -77,11 +80,13 @@ def blpop_timeout(seconds: float) -> float:
     return max(0.001, math.ceil(min(seconds, BLOCK_CHUNK) * 1000) / 1000)
 
 
-def wait(call: Call, client: redis.Redis, command: checks.Wait) -> Job | None:
+def wait(
+    call: Call, client: redis.Redis | redis.RedisCluster, command: checks.Wait, prefix: str = "ql:"
+) -> Job | None:
     """Wait for a job to finish: `lanner.await` registers the caller (until the wait's end)
     unless the job is finished or gone, then BLPOP its ql:lanner:finished:<jid> list."""
     deadline = time.monotonic() + command.timeout
-    key = f"ql:lanner:finished:{command.jid}"
+    key = f"{prefix}lanner:finished:{command.jid}"
     while True:
         at = time.time() if command.now is None else command.now
         remaining = deadline - time.monotonic()

@@ -2,7 +2,8 @@
 
 The engine is one script, kept as several files that each hold one part: helpers,
 configuration, events, statistics, workers, jobs, queues, recurring jobs, bounded and
-fanout queues, lanner's extensions and the command table. They are concatenated in the order of
+fanout queues, lanner's extensions, moves between Redis Cluster partitions and the
+command table. They are concatenated in the order of
 ``SCRIPT_FILES``; every name in them is a Lua ``local``, so a file may only use what
 earlier files define. ``lua/layout.lua`` comes first: its comment block documents the
 keys and commands.
@@ -36,6 +37,7 @@ SCRIPT_FILES: tuple[str, ...] = (
     "limits.lua",
     "flow.lua",
     "lanner.lua",
+    "cluster.lua",
     "api.lua",
 )
 

@@ -618,6 +618,15 @@ end
 
 -- lanner.heartbeat_many worker jid...: {jid, expiry as text, ...} of the
 -- locks renewed
+-- Redis Cluster: the lanner.move_* commands (cluster.lua); moving in is a put.
+-- (A function library's top level has no `pairs`: each is named.)
+Move.put_many = Api['lanner.put_many']
+Api['lanner.move_out'] = Move.api['lanner.move_out']
+Api['lanner.complete_out'] = Move.api['lanner.complete_out']
+Api['lanner.move_pending'] = Move.api['lanner.move_pending']
+Api['lanner.move_in'] = Move.api['lanner.move_in']
+Api['lanner.move_done'] = Move.api['lanner.move_done']
+
 Api['lanner.heartbeat_many'] = function(now, args)
   local worker = Args.string(args[1], 'worker')
   return Lanner.heartbeat_many(now, worker, Args.rest(args, 2, 'jid'))
@@ -630,8 +639,14 @@ end
 -- loaded as a function library (the script's last line says which).
 local function main(keys, argv)
   start_call()
-  if #keys > 0 then
+  local partition = Keys.partition(keys)
+  if partition == false then
     return redis.error_reply('No Keys should be provided')
+  end
+  -- A function library keeps its state between calls: set the prefix every time.
+  local prefix = partition and (partition .. ':') or 'ql:'
+  if prefix ~= Keys.prefix then
+    Keys.use(prefix)
   end
   local command = argv[1]
   local handler = command and Api[command]

@@ -242,45 +242,67 @@ end
 -------------------------------------------------------------------------------
 local Keys = {}
 
-function Keys.job(jid) return 'ql:j:' .. jid end
-function Keys.history(jid) return 'ql:j:' .. jid .. '-history' end
-function Keys.dependencies(jid) return 'ql:j:' .. jid .. '-dependencies' end
-function Keys.dependents(jid) return 'ql:j:' .. jid .. '-dependents' end
+-- Every key starts with P: 'ql:' on one Redis, as qless lays keys out. On Redis
+-- Cluster each call declares one key, its partition 'ql:{<tag>}', and P becomes
+-- 'ql:{<tag>}:' for that call (Keys.use, from main), so that every key the call
+-- touches hashes to the partition's slot.
+local P = 'ql:'
+
+function Keys.job(jid) return P .. 'j:' .. jid end
+function Keys.history(jid) return P .. 'j:' .. jid .. '-history' end
+function Keys.dependencies(jid) return P .. 'j:' .. jid .. '-dependencies' end
+function Keys.dependents(jid) return P .. 'j:' .. jid .. '-dependents' end
 -- kind is one of work, scheduled, locks, depends, recur
-function Keys.queue(queue, kind) return 'ql:q:' .. queue .. '-' .. kind end
-function Keys.worker_jobs(worker) return 'ql:w:' .. worker .. ':jobs' end
-function Keys.tag(tag) return 'ql:t:' .. tag end
-function Keys.failed(group) return 'ql:f:' .. group end
-function Keys.recurring(jid) return 'ql:r:' .. jid end
+function Keys.queue(queue, kind) return P .. 'q:' .. queue .. '-' .. kind end
+function Keys.worker_jobs(worker) return P .. 'w:' .. worker .. ':jobs' end
+function Keys.tag(tag) return P .. 't:' .. tag end
+function Keys.failed(group) return P .. 'f:' .. group end
+function Keys.recurring(jid) return P .. 'r:' .. jid end
 -- kind is wait, run (timings) or stats (counters); day is a midnight timestamp
-function Keys.stats(kind, day, queue) return 'ql:s:' .. kind .. ':' .. Num.str(day) .. ':' .. queue end
-function Keys.notify(queue) return 'ql:lanner:notify:' .. queue end
-function Keys.waiting(queue) return 'ql:lanner:waiting:' .. queue end
-function Keys.waiting_counts(queue) return 'ql:lanner:waiting-count:' .. queue end
-function Keys.handoff(queue, worker) return 'ql:lanner:handoff:' .. queue .. ':' .. worker end
-function Keys.finished(jid) return 'ql:lanner:finished:' .. jid end
-function Keys.usage(queue) return 'ql:lanner:usage:' .. queue end
-function Keys.children(parent) return 'ql:lanner:children:' .. parent end
+function Keys.stats(kind, day, queue) return P .. 's:' .. kind .. ':' .. Num.str(day) .. ':' .. queue end
+function Keys.notify(queue) return P .. 'lanner:notify:' .. queue end
+function Keys.waiting(queue) return P .. 'lanner:waiting:' .. queue end
+function Keys.waiting_counts(queue) return P .. 'lanner:waiting-count:' .. queue end
+function Keys.handoff(queue, worker) return P .. 'lanner:handoff:' .. queue .. ':' .. worker end
+function Keys.finished(jid) return P .. 'lanner:finished:' .. jid end
+function Keys.usage(queue) return P .. 'lanner:usage:' .. queue end
+function Keys.children(parent) return P .. 'lanner:children:' .. parent end
 -- FLOW: a queue's jobs held by a concurrency key (-flow marks a queue that has
 -- flow jobs; -parked maps its keys with held jobs to their caps); a key's
--- slots and a rate bucket's starts are shared by every queue.
+-- slots and a rate bucket's starts are shared by every queue (of the partition,
+-- on Redis Cluster, where the engine refuses FLOW: see cluster/engine.py).
 function Keys.parked(queue, key) return Keys.queue(queue, 'parked') .. ':' .. key end
-function Keys.flow_slots(key) return 'ql:lanner:flow:slots:' .. key end
-function Keys.flow_starts(bucket) return 'ql:lanner:flow:starts:' .. bucket end
-function Keys.flow_holds(bucket) return 'ql:lanner:flow:holds:' .. bucket end
-Keys.flow_keys = 'ql:lanner:flow:keys'
-Keys.flow_buckets = 'ql:lanner:flow:buckets'
-Keys.awaited = 'ql:lanner:awaited'
-Keys.seq = 'ql:lanner:seq'
+function Keys.flow_slots(key) return P .. 'lanner:flow:slots:' .. key end
+function Keys.flow_starts(bucket) return P .. 'lanner:flow:starts:' .. bucket end
+function Keys.flow_holds(bucket) return P .. 'lanner:flow:holds:' .. bucket end
 
-Keys.queues = 'ql:queues'
-Keys.paused = 'ql:paused_queues'
-Keys.workers = 'ql:workers'
-Keys.failures = 'ql:failures'
-Keys.completed = 'ql:completed'
-Keys.tracked = 'ql:tracked'
-Keys.tags = 'ql:tags'
-Keys.config = 'ql:config'
+-- The keys that are names, not functions, rebuilt when the prefix changes.
+function Keys.use(prefix)
+  P = prefix
+  Keys.prefix = prefix
+  Keys.awaited = P .. 'lanner:awaited'
+  Keys.seq = P .. 'lanner:seq'
+  Keys.queues = P .. 'queues'
+  Keys.paused = P .. 'paused_queues'
+  Keys.workers = P .. 'workers'
+  Keys.failures = P .. 'failures'
+  Keys.completed = P .. 'completed'
+  Keys.tracked = P .. 'tracked'
+  Keys.tags = P .. 'tags'
+  Keys.config = P .. 'config'
+  Keys.moving = P .. 'lanner:moving'
+  Keys.flow_keys = P .. 'lanner:flow:keys'
+  Keys.flow_buckets = P .. 'lanner:flow:buckets'
+end
+Keys.use('ql:')
+
+-- The partition a call declares on Redis Cluster ('ql:{<tag>}'), or nil: one Redis,
+-- where qless's convention holds (no keys). Anything else is refused.
+function Keys.partition(keys)
+  if #keys == 0 then return nil end
+  if #keys == 1 and string.match(keys[1], '^ql:{[^{}]+}$') then return keys[1] end
+  return false
+end
 
 -------------------------------------------------------------------------------
 -- JSON output

@@ -4,13 +4,18 @@
 -- Assembled by lanner.engines.redis.script.build_script() from, in order:
 -- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
 -- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, flow.lua, lanner.lua,
--- api.lua.
+-- cluster.lua, api.lua.
 --
 -- CALLING CONVENTION
 --   EVALSHA <sha> 0 <command> <now> <arg>...
 --   * KEYS must be empty: which keys a command touches depends on the data
 --     (a job's queue, its dependents...), so they cannot be declared up front.
---     (This also means the script cannot run on Redis Cluster.)
+--   * lanner's Redis Cluster engine (redis+cluster://) instead declares one
+--     key, a partition 'ql:{<tag>}' (a queue's is 'ql:{q:<queue>}'): every key
+--     the call touches is then the layout below with 'ql:' replaced by
+--     'ql:{<tag>}:', so all of them hash to the declared key's slot. Each
+--     partition is a whole store for the queues hashed to it (see
+--     lanner/engines/redis/cluster/). Any other KEYS is refused.
 --   * <now> is the caller's clock, in seconds (a float). Every command takes it,
 --     even those that do not use it. The script never reads Redis' clock, so
 --     tests and replays choose the time.
@@ -220,6 +225,10 @@
 --   ql:lanner:flow:keys, ql:lanner:flow:buckets
 --                                 HASH   FLOW: keys (-> cap) and buckets (->
 --                                 [limit, period]) lanner.flow_state lists
+--   ql:lanner:moving              SET    lanner only (Redis Cluster): jids moving
+--                                 out of this partition (cluster.lua); such
+--                                 a job's state is `moving`, its fields
+--                                 lanner_move_to and lanner_move say where to
 --   ql:lanner:children:<parent>   SET    lanner only (FANOUT): the children
 --                                 <child> of a parent queue: a pop or peek of
 --                                 <parent>+<child> adds one, queue.forget of it
@@ -323,6 +332,9 @@
 --   lanner.heartbeat_many worker jid...      [jid, expiry as text, ...]: heartbeat
 --       of each job the worker holds (running for it, in any queue); the others
 --       (lock lost, finished, cancelled, unknown) are skipped
+--   lanner.move_out, lanner.complete_out, lanner.move_pending,
+--   lanner.move_in, lanner.move_done: moving a job between partitions of a
+--       Redis Cluster (cluster.lua documents the steps)
 --   `jobs waiting queue [offset] [count]`    ready jids in pop order (qless's
 --       jobs has no waiting state)
 --   Blocking pop: lanner.pop_wait, then BLPOP ql:lanner:handoff:<queue>:<worker>

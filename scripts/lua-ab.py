@@ -1,0 +1,65 @@
+"""Paired A/B of the Lua core's Redis time per job: two checkouts' libraries loaded in one
+Redis, called in alternating blocks of jobs, `INFO commandstats` FCALL time read around
+each block (so both see the same machine load). Prints each side's median and the paired
+median ratio B/A.
+
+Usage: python scripts/lua-ab.py SRC_A SRC_B PORT [PAIRS]
+  SRC_A, SRC_B: the `src` folders of two checkouts (e.g. `git archive BASE src | tar -x`);
+  PORT: an empty redis-server of your own on 127.0.0.1 (it is flushed).
+"""
+
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+
+import redis
+
+FILES = ["layout.lua", "base.lua", "config.lua", "events.lua", "stats.lua", "worker.lua",
+         "job.lua", "queue.lua", "recurring.lua", "limits.lua", "lanner.lua"]
+
+def library(src_root):
+    """The function library of a checkout's Lua sources, named by its content."""
+    folder = f"{src_root}/lanner/engines/redis/lua"
+    names = FILES + (["cluster.lua"] if os.path.exists(f"{folder}/cluster.lua") else [])
+    text = "".join(open(f"{folder}/{n}").read().rstrip("\n") + "\n" for n in [*names, "api.lua"])
+    entry = "return main(KEYS, ARGV)\n"
+    assert text.endswith(entry)
+    name = "ab_" + hashlib.sha1(text.encode()).hexdigest()[:12]
+    return name, f"#!lua name={name}\n" + text.removesuffix(entry) + f"redis.register_function('{name}', main)\n"
+
+
+c = redis.Redis(port=int(sys.argv[3]), decode_responses=True)
+c.flushall(); c.function_flush()
+libs = {}
+for v, root in (("A", sys.argv[1]), ("B", sys.argv[2])):
+    name, code = library(root); c.function_load(code); libs[v] = name
+
+def usec():
+    return float(c.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"])
+
+def block(v, n, k):
+    name = libs[v]; q = f"q{v}"; now = str(time.time())
+    jobs = [{"queue": q, "jid": f"{v}{n}-{i}", "klass": "K", "data": "{}"} for i in range(k)]
+    c.fcall(name, 0, "lanner.put_many", now, "", json.dumps(jobs))
+    for i in range(k // 5):  # single puts too
+        c.fcall(name, 0, "put", now, "", q, f"{v}{n}-s{i}", "K", "{}", "0")
+    while True:
+        got = json.loads(c.fcall(name, 0, "lanner.pop_wait", now, q, "w", "20", "0")[0])
+        if not got: break
+        c.fcall(name, 0, "lanner.complete_many", now, "w", q, *[j["jid"] for j in got])
+
+pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 100
+k = 50
+per = {"A": [], "B": []}
+for n in range(pairs):
+    order = ("A", "B") if n % 2 == 0 else ("B", "A")
+    for v in order:
+        before = usec(); block(v, n, k); per[v].append((usec() - before) / (k * 1.2))
+for v in ("A", "B"):
+    xs = per[v]
+    print(v, "median %.1f us/job  mean %.1f  p25 %.1f  p75 %.1f" % (statistics.median(xs), statistics.mean(xs), *statistics.quantiles(xs, n=4)[0:3:2]))
+ratios = [b / a for a, b in zip(per["A"], per["B"])]
+print("B/A paired median ratio %.3f" % statistics.median(ratios))

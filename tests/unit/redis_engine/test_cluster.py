@@ -1,0 +1,178 @@
+"""The Redis Cluster engine's own promises: its URLs, its keys, and moves between
+partitions that a process killed between two steps neither loses nor duplicates."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+import lanner
+from lanner import JobState, MalformedArgument
+from lanner.engines.redis.cluster import transfer
+from lanner.engines.redis.cluster.address import parse_url
+from lanner.engines.redis.cluster.engine import RedisClusterEngine
+from lanner.engines.redis.script import build_script
+from redis_cluster import RedisCluster
+
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture
+def cluster(redis_cluster: RedisCluster) -> RedisCluster:
+    redis_cluster.flush()
+    return redis_cluster
+
+
+@pytest.fixture
+def engine(cluster: RedisCluster) -> Iterator[RedisClusterEngine]:
+    opened = lanner.open_engine(cluster.url)
+    assert isinstance(opened, RedisClusterEngine)
+    yield opened
+    opened.close()
+
+
+# -- URLs ---------------------------------------------------------------------------------
+def test_a_cluster_url_names_its_seed_nodes_and_options() -> None:
+    address, options = parse_url("rediss+cluster://me:s%40cret@a:7000,b:7001,[::1]:7002?retries=3")
+    assert address.seeds == (("a", 7000), ("b", 7001), ("::1", 7002))
+    assert (address.username, address.password, address.tls) == ("me", "s@cret", True)
+    assert options.retries == 3
+    assert "s@cret" not in repr(address)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis+cluster://a:7000/1",  # a cluster has only database 0
+        "redis+cluster://a:notaport",
+        "redis+cluster://a:7000,",
+        "redis+cluster://a:7000?nope=1",
+        "redis://a:7000",
+    ],
+)
+def test_a_bad_cluster_url_is_refused_in_one_line(url: str) -> None:
+    with pytest.raises(MalformedArgument) as raised:
+        parse_url(url)
+    assert "\n" not in str(raised.value)
+
+
+# -- keys ---------------------------------------------------------------------------------
+def test_every_key_of_a_queue_hashes_to_its_partition(
+    cluster: RedisCluster, engine: RedisClusterEngine
+) -> None:
+    engine.put("q", "j1", "Task", tags=["t"], now=T0)
+    engine.pop("q", "w1", now=T0)
+    engine.fail("j1", "w1", "boom", "no", now=T0 + 1)
+    keys: list[str] = []
+    for port in cluster.primaries():
+        with redis.Redis(port=port, decode_responses=True) as client:
+            keys.extend(client.keys("ql:*"))
+    queue_keys = [k for k in keys if not k.startswith("ql:{g}")]
+    assert queue_keys
+    assert all(k.startswith("ql:{q:q}:") for k in queue_keys), keys
+
+
+def test_the_core_refuses_keys_that_are_not_a_partition(redis_url: str) -> None:
+    with (
+        redis.Redis.from_url(redis_url, decode_responses=True) as client,
+        pytest.raises(redis.ResponseError, match="No Keys should be provided"),
+    ):
+        client.eval(build_script(), 1, "foo", "queues", str(T0))
+
+
+# -- moves between partitions -------------------------------------------------------------
+def _killed_between_steps(
+    url: str, step: str, action: Callable[[RedisClusterEngine], object]
+) -> None:
+    """Run `action` in a child process that dies (kill -9 style) right after `step`."""
+
+    def child() -> None:
+        opened = lanner.open_engine(url)
+        assert isinstance(opened, RedisClusterEngine)
+
+        def die(done: str) -> None:
+            if done == step:
+                os._exit(9)
+
+        transfer.between_steps = die
+        action(opened)
+        os._exit(0)
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(60)
+    assert process.exitcode == 9, "the child did not die between the steps"
+
+
+def _copies(cluster: RedisCluster, jid: str) -> int:
+    found = 0
+    for port in cluster.primaries():
+        with redis.Redis(port=port, decode_responses=True) as client:
+            found += sum(1 for _ in client.scan_iter(f"ql:*:j:{jid}"))
+    return found
+
+
+@pytest.mark.parametrize("step", ["moved-out", "put"])
+def test_a_put_into_another_partition_killed_between_steps_is_finished_once(
+    cluster: RedisCluster, engine: RedisClusterEngine, step: str
+) -> None:
+    engine.put("a", "j1", "Task", '{"v": 1}', tags=["t"], now=T0)
+    _killed_between_steps(
+        cluster.url, step, lambda e: e.put("b", "j1", "Task", '{"v": 2}', now=T0 + 1)
+    )
+    # Half moved: nobody can pop it from either queue, and it runs nowhere twice.
+    assert engine.pop("a", "w1", 10, now=T0 + 2) == []
+    assert engine.queue_counts("a", now=T0 + 2).waiting == 0
+
+    with lanner.open_engine(cluster.url) as reopened:  # finishes what was left
+        job = reopened.get("j1", now=T0 + 2)
+        assert job is not None
+        assert (job.queue, job.state, job.data, job.tags) == (
+            "b",
+            JobState.WAITING,
+            '{"v": 2}',
+            ("t",),
+        )
+        assert [event.what for event in job.history] == ["put", "put"]
+        assert _copies(cluster, "j1") == 1
+        assert [j.jid for j in reopened.pop("b", "w1", 10, now=T0 + 3)] == ["j1"]
+        assert reopened.pop("a", "w1", 10, now=T0 + 3) == []
+
+
+def test_a_lookup_finishes_a_move_left_half_done(
+    cluster: RedisCluster, engine: RedisClusterEngine
+) -> None:
+    engine.put("a", "j1", "Task", now=T0)
+    _killed_between_steps(cluster.url, "moved-out", lambda e: e.put("b", "j1", "Task", now=T0 + 1))
+    engine.partitions.forget("j1")
+    job = engine.get("j1", now=T0 + 2)  # this engine opened before the crash
+    assert job is not None
+    assert job.queue == "b"
+    assert _copies(cluster, "j1") == 1
+
+
+@pytest.mark.parametrize("step", ["moved-out", "put"])
+def test_an_advance_into_another_partition_killed_between_steps_is_finished_once(
+    cluster: RedisCluster, engine: RedisClusterEngine, step: str
+) -> None:
+    engine.put("a", "j1", "Task", now=T0)
+    engine.pop("a", "w1", now=T0)
+    _killed_between_steps(
+        cluster.url, step, lambda e: e.complete("j1", "w1", "a", next="b", now=T0 + 1)
+    )
+    with lanner.open_engine(cluster.url) as reopened:
+        job = reopened.get("j1", now=T0 + 2)
+        assert job is not None
+        assert (job.queue, job.state) == ("b", JobState.WAITING)
+        assert [event.what for event in job.history][-2:] == ["done", "put"]
+        assert _copies(cluster, "j1") == 1
+        assert [j.jid for j in reopened.pop("b", "w2", 10, now=T0 + 3)] == ["j1"]
+
+
+def test_a_cluster_that_cannot_be_reached_is_unavailable() -> None:
+    with pytest.raises(lanner.EngineUnavailable, match="cannot serve it now"):
+        lanner.open_engine("redis+cluster://127.0.0.1:1?retries=0&socket_connect_timeout=1")
