@@ -46,7 +46,7 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
         }
     ),
     "redis": frozenset(Capability),
-    "redis-cluster": frozenset(Capability) - {Capability.CROSS_QUEUE_DEPENDENCIES},
+    "redis-cluster": frozenset(Capability) - {Capability.CROSS_QUEUE_DEPENDENCIES, Capability.FLOW},
     "sqs": frozenset({Capability.DELAY, Capability.BLOCKING_POP}),
 }
 

@@ -37,6 +37,7 @@ def test_a_tagged_dependent_fails_in_the_call_that_fails_its_dependency(engine: 
     assert engine.queue_counts("q", now=T0 + 1).depends == 0
 
 
+@pytest.mark.requires(Capability.CROSS_QUEUE_DEPENDENCIES)
 def test_the_failure_goes_down_a_chain_naming_the_first_job_that_failed(engine: Engine) -> None:
     running(engine, "a")
     _dependent(engine, "b", ["a"], queue="q2")
@@ -62,6 +63,7 @@ def test_a_dependent_without_the_tag_keeps_waiting(engine: Engine) -> None:
     assert get(engine, "tagged", T0 + 1).state == JobState.FAILED
 
 
+@pytest.mark.requires(Capability.CROSS_QUEUE_DEPENDENCIES)
 def test_a_dependent_of_many_fails_with_the_first_that_fails(engine: Engine) -> None:
     engine.put("q", "a", "Task", now=T0)
     engine.put("q", "b", "Task", now=T0)

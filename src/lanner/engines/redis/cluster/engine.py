@@ -46,6 +46,7 @@ from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    JobOutcome,
     JobPage,
     QueueCounts,
     QueueStats,
@@ -360,6 +361,12 @@ class RedisClusterEngine(Engine):
         answers = self._by_job(command.jids, lambda p, jids: replies.jobs(
             self.call_in(p, "lanner.multiget", command.now, *jids)))  # fmt: skip
         found = {job.jid: job for answer in answers for job in answer}
+        return [found[jid] for jid in command.jids if jid in found]
+
+    def _outcomes(self, command: checks.Jids) -> list[JobOutcome]:
+        answers = self._by_job(command.jids, lambda p, jids: replies.outcomes(
+            self.call_in(p, "lanner.outcomes", command.now, *jids)))  # fmt: skip
+        found = {outcome.jid: outcome for answer in answers for outcome in answer}
         return [found[jid] for jid in command.jids if jid in found]
 
     def _wait(self, command: checks.Wait) -> Job | None:
