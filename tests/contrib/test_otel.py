@@ -251,3 +251,26 @@ def test_an_old_worker_runs_a_traced_job(app: lanner.App, spans: Spans, tmp_path
         assert plain.handle(jid).result(timeout=10) == 3
     finally:
         plain.close()
+
+
+def test_a_workflows_steps_continue_the_trace_of_its_publish(
+    app: lanner.App, spans: Spans
+) -> None:
+    provider, exporter = spans
+    otel.instrument(app, provider)
+
+    @app.task(queue="math")
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    with provider.get_tracer("test").start_as_current_span("request") as request:
+        handle = lanner.chain(add.s(1, 2), add.s(3)).delay()
+    assert lanner.drain(app) == 2
+    assert handle.result(timeout=5) == 6
+
+    [publish] = named(exporter, "send math")
+    runs = named(exporter, "process math")
+    assert len(runs) == 2
+    trace = request.get_span_context().trace_id
+    assert publish.context is not None and publish.context.trace_id == trace
+    assert all(run.context is not None and run.context.trace_id == trace for run in runs)

@@ -15,11 +15,12 @@ stopped as `cancel` stops a job, and what completed stays.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lanner import names
+from lanner import instruments, names
 from lanner.engine import Capability
 from lanner.errors import ChubbyTaskException, JobNotFound, PayloadTooLarge, Unsupported
 from lanner.handle import JobHandle
@@ -29,6 +30,7 @@ from lanner.workflows.plan import Plan, Tree, expand, flatten, job_id, plan
 
 if TYPE_CHECKING:
     from lanner.app import App
+    from lanner.messages import Message
     from lanner.workflows.canvas import Canvas
 
 
@@ -147,19 +149,27 @@ class WorkflowHandle:
 
 def publish(canvas: Canvas) -> WorkflowHandle:
     """Put every job of `canvas` in one round trip; return the workflow's handle."""
-    planned = plan(canvas)
-    app = planned.app
-    if app.eager:
-        return _run_eagerly(planned)
-    engine = app.engine
-    if any(job.depends for job in planned.jobs) and (
-        Capability.DEPENDENCIES not in engine.capabilities
-    ):
-        raise Unsupported(engine.name, "a workflow whose steps wait for others", "dependencies")
-    try:
-        engine.put_many(planned.jobs)
-    except PayloadTooLarge as error:
-        raise ChubbyTaskException(str(error)) from None
+    with contextlib.ExitStack() as publishing:
+
+        def carried(app: App, messages: list[Message]) -> Mapping[str, str] | None:
+            if not app.instruments or app.eager:
+                return None
+            publishing.enter_context(instruments.publishing(app, messages))
+            return instruments.headers(app)
+
+        planned = plan(canvas, carried)
+        app = planned.app
+        if app.eager:
+            return _run_eagerly(planned)
+        engine = app.engine
+        if any(job.depends for job in planned.jobs) and (
+            Capability.DEPENDENCIES not in engine.capabilities
+        ):
+            raise Unsupported(engine.name, "a workflow whose steps wait for others", "dependencies")
+        try:
+            engine.put_many(planned.jobs)
+        except PayloadTooLarge as error:
+            raise ChubbyTaskException(str(error)) from None
     return WorkflowHandle(planned.workflow_id, app, planned.output, planned.steps)
 
 

@@ -27,6 +27,7 @@ object, all of it lanner's, names them by n alone:
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
 Tree: TypeAlias = str | list["Tree"]
 """Where a value comes from: one job's result (its jid), or a list of trees, in order."""
+Headers: TypeAlias = "Callable[[App, list[Message]], Mapping[str, str] | None]"
+"""What every job of a workflow carries for the app's instruments, given its messages."""
 
 
 @dataclass
@@ -57,8 +60,9 @@ class Plan:
     messages: dict[str, tuple[Message, dict[str, Any]]] = field(default_factory=dict)
 
 
-def plan(canvas: Canvas) -> Plan:
-    """The jobs of `canvas`, in an order the engine can link (parents first)."""
+def plan(canvas: Canvas, headers: Headers | None = None) -> Plan:
+    """The jobs of `canvas`, in an order the engine can link (parents first); `headers`,
+    given the app and every message, returns what each job carries (`lanner.instruments`)."""
     signatures = canvas.signatures()
     if not signatures:
         raise MalformedArgument("a workflow needs at least one task (an empty group is none)")
@@ -70,8 +74,10 @@ def plan(canvas: Canvas) -> Plan:
     first = result.messages[job_id(result.workflow_id, 0)][1]
     first["jobs"], first["out"] = len(result.messages), compact(result.output)
     new_job = result.app._new_job
+    messages = [message for message, _ in result.messages.values()]
+    carried = headers(result.app, messages) if headers is not None else None
     result.jobs = [
-        new_job(message, workflow=workflow) for message, workflow in result.messages.values()
+        new_job(message, carried, workflow) for message, workflow in result.messages.values()
     ]
     result.messages.clear()
     return result
