@@ -99,7 +99,8 @@ def test_job_shows_its_progress(cli: click.Group, url: str, engine: Engine) -> N
 
 def test_a_big_workflow_is_shown_in_part_around_the_job(store: App) -> None:
     handle = lanner.chord([add.s(i) for i in range(100)], total.s()).delay()
-    shown = graph.picture(handle, focus=handle.jids[50])
+    shown = graph.read(store.engine, handle.id, focus=handle.jids[50])
+    assert shown is not None
     first = [node.jid for node in shown.nodes if node.level == 0]
     assert len(first) == graph.MAX_PER_LEVEL
     assert handle.jids[50] in first

@@ -254,7 +254,7 @@ def print_job(console: Console, job: Job) -> None:
 
 def print_workflow(console: Console, handle: WorkflowHandle, focus: str) -> None:
     """The workflow's jobs by level (`>` marks the job asked for)."""
-    shown = graph.picture(handle, focus)
+    shown = graph.picture(handle.id, handle.graph(), focus)
     columns = [text(""), text("job", no_wrap=True), text("task"), text("state"), text("waits for")]
     title = f"workflow {handle.id} ({graph.summary(shown)})"
     console.print()

@@ -13,13 +13,17 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
+from lanner.errors import JobNotFound
 from lanner.job import Job, JobState
+from lanner.workflows.handle import read_steps
 
 if TYPE_CHECKING:
-    from lanner.workflows.handle import WorkflowHandle
+    from lanner.engine import Engine
 
+Step: TypeAlias = tuple[str, str, tuple[str, ...], JobState | None]
+"""(jid, task, the jids it waits for, its state now): a row of `WorkflowHandle.graph()`."""
 MAX_PER_LEVEL: Final = 12
 """The most jobs of one level shown; the rest are counted."""
 
@@ -61,14 +65,25 @@ def workflow_of(job: Job) -> str | None:
     return ident if isinstance(ident, str) else None
 
 
-def picture(handle: WorkflowHandle, focus: str | None = None) -> Picture:
-    """The workflow of `handle`, laid out, centred on job `focus` where it is too big."""
-    graph = handle.graph()
+def read(engine: Engine, workflow_id: str, focus: str | None = None) -> Picture | None:
+    """The workflow `workflow_id` as it is now, laid out (None: its first job is gone)."""
+    try:
+        steps, _ = read_steps(engine, workflow_id)
+    except JobNotFound:
+        return None
+    found = {job.jid: job.state for job in engine.multiget(list(steps))}
+    rows = [(jid, task, after, found.get(jid)) for jid, (task, after) in steps.items()]
+    return picture(workflow_id, rows, focus)
+
+
+def picture(workflow_id: str, graph: Sequence[Step], focus: str | None = None) -> Picture:
+    """A workflow's graph (`WorkflowHandle.graph()`) laid out, centred on job `focus`
+    where it is too big."""
     levels: dict[str, int] = {}
     for jid, _, after, _ in graph:  # put order: parents come before their dependents
         levels[jid] = 1 + max((levels.get(parent, -1) for parent in after), default=-1)
     near = _neighbours(graph, focus)
-    by_level: dict[int, list[tuple[str, str, tuple[str, ...], JobState | None]]] = {}
+    by_level: dict[int, list[Step]] = {}
     for step in graph:
         by_level.setdefault(levels[step[0]], []).append(step)
     nodes: list[Node] = []
@@ -83,12 +98,10 @@ def picture(handle: WorkflowHandle, focus: str | None = None) -> Picture:
             nodes.append(Node(jid, number, task, after, state, level, column))
         hidden.append(len(steps) - len(placed))
     states = Counter("gone" if state is None else state.value for _, _, _, state in graph)
-    return Picture(handle.id, tuple(nodes), tuple(hidden), dict(states), len(graph))
+    return Picture(workflow_id, tuple(nodes), tuple(hidden), dict(states), len(graph))
 
 
-def _neighbours(
-    graph: Sequence[tuple[str, str, tuple[str, ...], JobState | None]], focus: str | None
-) -> set[str]:
+def _neighbours(graph: Sequence[Step], focus: str | None) -> set[str]:
     if focus is None:
         return set()
     near = {focus}

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lanner import names
-from lanner.engine import Capability
+from lanner.engine import Capability, Engine
 from lanner.errors import ChubbyTaskException, JobNotFound, PayloadTooLarge, Unsupported
 from lanner.handle import JobHandle
 from lanner.job import Job, JobState
@@ -60,20 +60,8 @@ class WorkflowHandle:
         from lanner.app import default_app
 
         app = app or default_app()
-        first = app.engine.get(job_id(names.label(workflow_id, "workflow id"), 0))
-        workflow = _envelope_workflow(first) if first is not None else None
-        if workflow is None or "jobs" not in workflow:
-            raise JobNotFound(job_id(workflow_id, 0), "WorkflowHandle.load")
-        jids = [job_id(workflow_id, n) for n in range(int(workflow["jobs"]))]
-        found = {job.jid: job for job in app.engine.multiget(jids)}
-        steps: dict[str, tuple[str, tuple[str, ...]]] = {}
-        for jid in jids:
-            job = found.get(jid)
-            step = _envelope_workflow(job) if job is not None else None
-            after = step.get("in", step.get("after", [])) if step is not None else []
-            klass = job.klass if job is not None else ""
-            steps[jid] = (klass, tuple(flatten(expand(workflow_id, after))))
-        return cls(workflow_id, app, expand(workflow_id, workflow["out"]), steps)
+        steps, output = read_steps(app.engine, workflow_id)
+        return cls(workflow_id, app, output, steps)
 
     @property
     def jids(self) -> list[str]:
@@ -143,6 +131,28 @@ class WorkflowHandle:
         from lanner import offload
 
         return await offload.call(self.cancel)
+
+
+def read_steps(
+    engine: Engine, workflow_id: str
+) -> tuple[dict[str, tuple[str, tuple[str, ...]]], Tree]:
+    """A published workflow's steps (jid -> its task and the jids it waits for, in put
+    order) and output tree, read from its jobs' envelopes: `JobNotFound` if its first job
+    is gone."""
+    first = engine.get(job_id(names.label(workflow_id, "workflow id"), 0))
+    workflow = _envelope_workflow(first) if first is not None else None
+    if workflow is None or "jobs" not in workflow:
+        raise JobNotFound(job_id(workflow_id, 0), "WorkflowHandle.load")
+    jids = [job_id(workflow_id, n) for n in range(int(workflow["jobs"]))]
+    found = {job.jid: job for job in engine.multiget(jids)}
+    steps: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for jid in jids:
+        job = found.get(jid)
+        step = _envelope_workflow(job) if job is not None else None
+        after = step.get("in", step.get("after", [])) if step is not None else []
+        klass = job.klass if job is not None else ""
+        steps[jid] = (klass, tuple(flatten(expand(workflow_id, after))))
+    return steps, expand(workflow_id, workflow["out"])
 
 
 def publish(canvas: Canvas) -> WorkflowHandle:
