@@ -99,9 +99,14 @@ def finish(engine: Engine, jid: str) -> None:
 def reported(engine: Engine, jid: str) -> bool:
     """Whether the job reported progress here that `finish` has not written yet (the
     async worker asks, so as to call `finish` off its event loop only when needed)."""
+    if not _writers:  # most processes: no task ever reported progress
+        return False
     writer = _writers.get((os.getpid(), id(engine)))
     return writer is not None and jid in writer.known
 
+
+IDLE_SEC: Final = 30.0
+"""A writer's thread ends after this long with nothing to write (and starts again)."""
 
 _NEVER: Final = float("-inf")
 _writers: dict[tuple[int, int], _Writer] = {}  # (process, id(engine)) -> its writer
@@ -157,8 +162,12 @@ class _Writer:
         while True:
             with self._changed:
                 wait = self._wait()
+                if wait is None and not self._changed.wait(IDLE_SEC) and not self._pending:
+                    self._thread = None  # idle: `put` starts another when needed
+                    return
                 if wait is None or wait > 0:
-                    self._changed.wait(wait)
+                    if wait is not None:
+                        self._changed.wait(wait)
                     continue
             with self._writing:
                 with self._changed:
