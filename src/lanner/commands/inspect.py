@@ -22,7 +22,6 @@ from rich.json import JSON
 from rich.table import Table
 from rich.text import Text
 
-from lanner.app import App
 from lanner.commands.common import connection_options, json_option, limit_option, session
 from lanner.commands.known import require, require_queues
 from lanner.commands.rendering import (
@@ -35,15 +34,13 @@ from lanner.commands.rendering import (
     text,
     utc,
 )
-from lanner.engine import Capability
-from lanner.errors import JobNotFound
+from lanner.engine import Capability, Engine
 from lanner.job import Job
 from lanner.operations import LISTABLE_STATES, list_jobs
 from lanner.progress import Progress
 from lanner.progress import of as progress_of
 from lanner.records import QueueCounts, RecurringJob
 from lanner.workflows import graph
-from lanner.workflows.handle import WorkflowHandle
 
 __all__ = ["COMMANDS"]
 
@@ -191,13 +188,13 @@ def job_document(job: Job) -> dict[str, Any]:
     }
 
 
-def workflow_document(handle: WorkflowHandle) -> dict[str, Any]:
+def workflow_document(shown: graph.Picture) -> dict[str, Any]:
     """A job's workflow, every job of it: what `job --json` prints under `workflow`."""
     return {
-        "id": handle.id,
+        "id": shown.workflow_id,
         "jobs": [
             {"jid": jid, "task": task, "after": list(after), "state": state and str(state)}
-            for jid, task, after, state in handle.graph()
+            for jid, task, after, state in shown.steps
         ],
     }
 
@@ -252,11 +249,10 @@ def print_job(console: Console, job: Job) -> None:
     )
 
 
-def print_workflow(console: Console, handle: WorkflowHandle, focus: str) -> None:
+def print_workflow(console: Console, shown: graph.Picture, focus: str) -> None:
     """The workflow's jobs by level (`>` marks the job asked for)."""
-    shown = graph.picture(handle.id, handle.graph(), focus)
     columns = [text(""), text("job", no_wrap=True), text("task"), text("state"), text("waits for")]
-    title = f"workflow {handle.id} ({graph.summary(shown)})"
+    title = f"workflow {shown.workflow_id} ({graph.summary(shown)})"
     console.print()
     console.print(table(columns, graph.text_rows(shown, focus), title=title))
 
@@ -272,7 +268,7 @@ def job_command(app_path: str | None, broker: str | None, jid: str, as_json: boo
         found = app.engine.get(jid)
         if found is None:
             raise click.ClickException(f"no job {jid!r}")
-        workflow = _workflow(app, found)
+        workflow = _workflow(app.engine, found)
         if as_json:
             shown = job_document(found)
             shown["workflow"] = workflow_document(workflow) if workflow is not None else None
@@ -284,15 +280,11 @@ def job_command(app_path: str | None, broker: str | None, jid: str, as_json: boo
             print_workflow(console, workflow, jid)
 
 
-def _workflow(app: App, job: Job) -> WorkflowHandle | None:
-    """The workflow `job` is a step of, or None (none, or its first job is gone)."""
+def _workflow(engine: Engine, job: Job) -> graph.Picture | None:
+    """The workflow `job` is a step of, laid out around it; None: none, or its first job
+    is gone."""
     workflow_id = graph.workflow_of(job)
-    if workflow_id is None:
-        return None
-    try:
-        return WorkflowHandle.load(workflow_id, app)
-    except JobNotFound:
-        return None
+    return None if workflow_id is None else graph.read(engine, workflow_id, job.jid)
 
 
 COMMANDS: Final = (status_command, jobs_command, job_command)

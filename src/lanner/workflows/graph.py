@@ -50,6 +50,7 @@ class Picture:
     hidden: tuple[int, ...]  # per level, jobs not shown
     states: dict[str, int]  # every job's state (`gone` for None), counted
     total: int
+    steps: tuple[Step, ...]  # every job, in put order, shown or not
 
 
 def workflow_of(job: Job) -> str | None:
@@ -68,10 +69,9 @@ def workflow_of(job: Job) -> str | None:
 def read(engine: Engine, workflow_id: str, focus: str | None = None) -> Picture | None:
     """The workflow `workflow_id` as it is now, laid out (None: its first job is gone)."""
     try:
-        steps, _ = read_steps(engine, workflow_id)
+        steps, _, found = read_steps(engine, workflow_id)  # one get, one multiget
     except JobNotFound:
         return None
-    found = {job.jid: job.state for job in engine.multiget(list(steps))}
     rows = [(jid, task, after, found.get(jid)) for jid, (task, after) in steps.items()]
     return picture(workflow_id, rows, focus)
 
@@ -98,7 +98,7 @@ def picture(workflow_id: str, graph: Sequence[Step], focus: str | None = None) -
             nodes.append(Node(jid, number, task, after, state, level, column))
         hidden.append(len(steps) - len(placed))
     states = Counter("gone" if state is None else state.value for _, _, _, state in graph)
-    return Picture(workflow_id, tuple(nodes), tuple(hidden), dict(states), len(graph))
+    return Picture(workflow_id, tuple(nodes), tuple(hidden), dict(states), len(graph), tuple(graph))
 
 
 def _neighbours(graph: Sequence[Step], focus: str | None) -> set[str]:

@@ -60,7 +60,7 @@ class WorkflowHandle:
         from lanner.app import default_app
 
         app = app or default_app()
-        steps, output = read_steps(app.engine, workflow_id)
+        steps, output, _ = read_steps(app.engine, workflow_id)
         return cls(workflow_id, app, output, steps)
 
     @property
@@ -135,10 +135,10 @@ class WorkflowHandle:
 
 def read_steps(
     engine: Engine, workflow_id: str
-) -> tuple[dict[str, tuple[str, tuple[str, ...]]], Tree]:
+) -> tuple[dict[str, tuple[str, tuple[str, ...]]], Tree, dict[str, JobState]]:
     """A published workflow's steps (jid -> its task and the jids it waits for, in put
-    order) and output tree, read from its jobs' envelopes: `JobNotFound` if its first job
-    is gone."""
+    order), output tree, and the state of each job that exists, read from its jobs and
+    their envelopes: `JobNotFound` if its first job is gone."""
     first = engine.get(job_id(names.label(workflow_id, "workflow id"), 0))
     workflow = _envelope_workflow(first) if first is not None else None
     if workflow is None or "jobs" not in workflow:
@@ -152,7 +152,8 @@ def read_steps(
         after = step.get("in", step.get("after", [])) if step is not None else []
         klass = job.klass if job is not None else ""
         steps[jid] = (klass, tuple(flatten(expand(workflow_id, after))))
-    return steps, expand(workflow_id, workflow["out"])
+    states = {jid: job.state for jid, job in found.items()}
+    return steps, expand(workflow_id, workflow["out"]), states
 
 
 def publish(canvas: Canvas) -> WorkflowHandle:
