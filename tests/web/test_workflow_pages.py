@@ -56,6 +56,19 @@ def test_a_job_outside_any_workflow_has_no_graph(engine: Engine, client: TestCli
     assert "data-workflow" not in page.text
 
 
+def test_data_that_only_looks_like_a_workflow_draws_nothing(
+    engine: Engine, client: TestClient
+) -> None:
+    if Capability.LOOKUP not in engine.capabilities:
+        return
+    engine.put("q", "odd", "tasks.add", json.dumps({"wf": {"id": "no such workflow!"}}))
+    engine.put("q", "odd2", "tasks.add", json.dumps({"wf": {"id": "odd2", "in": "x"}}))
+    for jid in ("odd", "odd2"):
+        page = client.get("/job", params={"jid": jid})
+        assert page.status_code == 200
+        assert "data-workflow" not in page.text
+
+
 def test_a_job_page_shows_its_progress(engine: Engine, client: TestClient) -> None:
     if Capability.LOG not in engine.capabilities:
         return

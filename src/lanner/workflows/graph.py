@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from lanner.errors import JobNotFound
+from lanner.errors import JobNotFound, MalformedArgument
 from lanner.job import Job, JobState
 from lanner.workflows.handle import read_steps
 
@@ -70,7 +70,7 @@ def read(engine: Engine, workflow_id: str, focus: str | None = None) -> Picture 
     """The workflow `workflow_id` as it is now, laid out (None: its first job is gone)."""
     try:
         steps, _, found = read_steps(engine, workflow_id)  # one get, one multiget
-    except JobNotFound:
+    except (JobNotFound, MalformedArgument, ValueError):  # not (or no longer) a workflow
         return None
     rows = [(jid, task, after, found.get(jid)) for jid, (task, after) in steps.items()]
     return picture(workflow_id, rows, focus)
