@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from lanner.handle import JobHandle
     from lanner.job import Failure, HistoryEvent, Job, JobState
     from lanner.operations import drain, list_jobs, retry_failed
+    from lanner.progress import Progress
     from lanner.queues import QueueConfig, load_queue_config
     from lanner.records import (
         DEFAULT_RETRIES,
@@ -99,6 +100,7 @@ _LAZY: dict[str, str] = {
     "CONFIG_DEFAULTS": "lanner.engine",
     "open_engine": "lanner.engines",
     "Job": "lanner.job",
+    "Progress": "lanner.progress",
     "JobState": "lanner.job",
     "Failure": "lanner.job",
     "HistoryEvent": "lanner.job",
@@ -170,6 +172,7 @@ __all__ = [
     "ParentFailed",
     "PayloadTooLarge",
     "PoolCounts",
+    "Progress",
     "QueueConfig",
     "QueueCounts",
     "QueueFull",

@@ -42,8 +42,10 @@ KINDS: Final = (
     "config_unset",
     "expired",
     "discarded",
+    "progress",
 )
-"""Every kind of event a store reports (qless-core's, and LIMITS' expired and discarded)."""
+"""Every kind of event a store reports (qless-core's, LIMITS' expired and discarded, and
+lanner's progress: a task's progress entry, `Job.progress`)."""
 
 TRACKED_ONLY: Final = frozenset({"popped", "stalled"})
 """Kinds reported only for tracked jobs (qless-core publishes them only on the channels of

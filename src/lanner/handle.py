@@ -6,6 +6,7 @@ for it keeps working), that can also look at the job through its app's engine:
     handle = add.delay(2, 3)
     handle.state()              # JobState.WAITING, ... (None once the job is gone)
     handle.result(timeout=10)   # 5, once a worker ran it (a task with result=True)
+    handle.progress()           # how far along its task said it was (`Job.progress`)
     handle.cancel()
 
 `result()` waits without polling the store (the engine's `wait`), and raises `TaskFailed`
@@ -13,8 +14,8 @@ if the job failed, `TimeoutError` if the wait ended first. A job run eagerly
 (`App(eager=True)`) is settled before its handle is returned; its failure is raised from
 the task's own exception.
 
-From async code, `await handle.aresult(timeout=10)`, `astate()`, `ajob()` and `acancel()`
-do the same without blocking the event loop (`lanner.offload` says how).
+From async code, `await handle.aresult(timeout=10)`, `astate()`, `ajob()`, `aprogress()`
+and `acancel()` do the same without blocking the event loop (`lanner.offload` says how).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from lanner.job import Job, JobState
 
 if TYPE_CHECKING:
     from lanner.app import App
+    from lanner.progress import Progress
 
 _WAIT_CHUNK = 60.0  # a wait with no timeout is a series of waits this long
 
@@ -109,6 +111,19 @@ class JobHandle(str):
 
     def _wait_chunk(self, seconds: float) -> Job | None:
         return self._app.engine.wait(self.jid, timeout=seconds)
+
+    def progress(self) -> Progress | None:
+        """How far along its task said it was (`Job.progress`), in its current or last run:
+        None if it reported nothing since it was last popped, or the job is gone."""
+        from lanner.progress import of
+
+        return of(self.job())
+
+    async def aprogress(self) -> Progress | None:
+        """`progress()` for async code."""
+        from lanner import offload
+
+        return await offload.call(self.progress)
 
     async def ajob(self) -> Job | None:
         """`job()` for async code."""

@@ -24,6 +24,16 @@ DEPENDENCY_FAILED_GROUP: Final = "lanner-dependency-failed"
 failed first, its group and its message."""
 
 
+PROGRESS_ENTRY: Final = "progress"
+"""The history entry a running task's progress is (`Job.progress`): `log(jid, "progress",
+{"fraction": 0.4, "message": "step 2 of 5"})`. Engines keep only the latest of a run of
+them (one replaces the last entry if that is a progress entry too) and announce each as a
+`progress` event (docs/protocol.md)."""
+
+MAX_PROGRESS_MESSAGE: Final = 1000
+"""The longest progress message, in characters (`log` refuses a longer one)."""
+
+
 class JobState(StrEnum):
     WAITING = "waiting"  # ready to be popped
     SCHEDULED = "scheduled"  # waiting for its delay to pass
@@ -91,6 +101,16 @@ class Job:
 
     def decoded_data(self) -> Any:
         return json.loads(self.data)
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report how far along this job's task is: `fraction` from 0 to 1, and a short
+        `message`. Only from the task running the job (`lanner.current_job()`), in its own
+        context; it never waits for the store: at most one write per job each
+        `lanner.progress.WRITE_EVERY_SEC`, the latest kept pending meanwhile and written
+        before the job settles (docs/tasks.md)."""
+        from lanner.progress import report
+
+        report(self.jid, fraction, message)
 
     @property
     def finished(self) -> bool:

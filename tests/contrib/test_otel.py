@@ -272,5 +272,6 @@ def test_a_workflows_steps_continue_the_trace_of_its_publish(
     runs = named(exporter, "process math")
     assert len(runs) == 2
     trace = request.get_span_context().trace_id
-    assert publish.context is not None and publish.context.trace_id == trace
+    assert publish.context is not None
+    assert publish.context.trace_id == trace
     assert all(run.context is not None and run.context.trace_id == trace for run in runs)

@@ -111,3 +111,41 @@ def test_cancel_stops_the_running_step_and_leaves_nothing_waiting(
     assert handle.state() is None
     counts = app.engine.queue_counts(QUEUE.name)
     assert (counts.waiting, counts.depends, counts.running) == (0, 0, 0)
+
+
+def test_a_step_reports_progress_from_a_pool_process(
+    app: App, start_pool: Callable[[], WorkerPool], tmp_path: Path
+) -> None:
+    go_on = tmp_path / "go-on"
+
+    @app.task(queue=QUEUE.name, time_limit=60, name=f"{__name__}.stepwise")
+    def stepwise(path: str) -> int:
+        job = lanner.current_job()
+        assert job is not None
+        job.progress(0.5, "waiting to go on")
+        deadline = time.monotonic() + 50
+        while not lines(Path(path)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for n in range(1, 1001):  # a tight loop: written once a second at most
+            job.progress(0.5 + n / 2000, f"{n} of 1000")
+        return 1
+
+    @app.task(queue=QUEUE.name, name=f"{__name__}.after")
+    def after(value: int) -> int:
+        return value + 1
+
+    handle = lanner.chain(stepwise.s(str(go_on)), after.s()).delay()
+    step = handle.handle(handle.jids[0])
+    pool = start_pool()
+    run_until(pool, lambda: step.progress() is not None, "the step's progress")
+    found = step.progress()
+    assert found is not None
+    assert (found.fraction, found.message) == (0.5, "waiting to go on")
+    assert step.state() == JobState.RUNNING
+
+    note(str(go_on), "go")
+    run_until(pool, lambda: handle.state() == JobState.COMPLETE, "the workflow to complete")
+    found = step.progress()
+    assert found is not None
+    assert (found.fraction, found.message) == (1.0, "1000 of 1000")
+    assert handle.result(timeout=10) == 2

@@ -293,6 +293,8 @@ def test_job_json_has_every_field_with_data_decoded(
         "dependents": [],
         "spawned_from_jid": None,
         "tracked": False,
+        "progress": None,
+        "workflow": None,
     }
     assert [(event["what"], event["when"]) for event in history] == [
         ("put", at), ("popped", at), ("failed", at),

@@ -23,6 +23,7 @@ PUBLIC = {
     # the engine contract and its values
     "Engine", "open_engine", "Capability", "CONFIG_DEFAULTS", "DEFAULT_RETRIES", "ConfigValue",
     "Job", "JobState", "Failure", "HistoryEvent", "NewJob", "JobPage", "JobOutcome", "QueueCounts",
+    "Progress",
     "QueueStats", "QueueUsage", "TimingStats", "RecurringJob", "WorkerCounts", "WorkerJobs",
     "Event", "EventStream", "Flow", "RateLimit", "Debounce",
     # the error tree (lanner.errors), Kale's names included

@@ -156,3 +156,48 @@ def test_a_running_demo_seen_live(browser: object, tmp_path: Path, shots: Path) 
         demo.kill()
         stderr = demo.communicate()[1]
     assert "Traceback" not in stderr
+
+
+def test_a_workflow_seen_from_a_job_page_follows_its_jobs(
+    browser: object, sqlite_engine: Engine, served: WebThread, shots: Path
+) -> None:
+    """A chord's callback page: the graph drawn, a parent's progress and completion seen
+    live, and a click on a parent's box opens that parent's page."""
+    from playwright.sync_api import Browser, expect
+
+    from .test_workflow_pages import put_workflow
+
+    assert isinstance(browser, Browser)
+    jids = put_workflow(sqlite_engine)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text)
+            if message.type == "error" else None)  # fmt: skip
+    page.goto(served.url + f"/job?jid={jids[2]}")
+    graph = page.locator("#workflow-graph svg.workflow")
+    expect(graph).to_be_visible()
+    expect(graph.locator("g.node")).to_have_count(3)
+    expect(graph.locator("line.edge")).to_have_count(2)
+    expect(page.locator("#live-status")).to_have_class("live on")
+
+    # Live: a parent runs, reports progress and completes; the callback's page follows.
+    [popped] = sqlite_engine.pop("wf", "w1")
+    sqlite_engine.log(popped.jid, "progress", {"fraction": 0.5, "message": "half"})
+    expect(graph.locator(f'g.node.running[data-jid="{popped.jid}"]')).to_be_visible()
+    sqlite_engine.complete(popped.jid, "w1", "wf")
+    expect(
+        page.locator(f'#workflow-graph g.node.complete[data-jid="{popped.jid}"]')
+    ).to_be_visible()
+    page.screenshot(path=str(shots / "web-workflow.png"), full_page=True)
+
+    # The other parent's box opens its page, with the same graph.
+    other = jids[1] if popped.jid == jids[0] else jids[0]
+    page.click(f'#workflow-graph g.node[data-jid="{other}"]')
+    expect(page.locator(f'h1[data-jid="{other}"]')).to_be_visible()
+    expect(page.locator(f'#workflow-graph g.node.focus[data-jid="{other}"]')).to_be_visible()
+
+    # A running job's progress, on its own page.
+    [running] = sqlite_engine.pop("wf", "w1")
+    sqlite_engine.log(running.jid, "progress", {"fraction": 0.25, "message": "a quarter"})
+    expect(page.locator("#job-progress")).to_contain_text("25% a quarter")
+    assert errors == []

@@ -27,6 +27,7 @@ from lanner.checks.recurring import RecurUpdate as RecurUpdate
 from lanner.checks.recurring import recur as recur
 from lanner.checks.recurring import recur_update as recur_update
 from lanner.errors import MalformedArgument
+from lanner.job import MAX_PROGRESS_MESSAGE, PROGRESS_ENTRY
 from lanner.names import label, labels, queue_name, queue_names, sequence, unique_labels
 from lanner.records import IF_EXISTS, ConfigValue, NewJob
 from lanner.values import delay as due_in
@@ -528,11 +529,36 @@ def log(jid: object, text: object, data: object, when: float | None) -> Log:
     if data is not None and not isinstance(data, Mapping):
         raise MalformedArgument(f"log data must be a mapping, not {type(data).__name__}")
     details = {str(k): v for k, v in (data or {}).items() if k not in ("what", "when")}
+    if checked_message == PROGRESS_ENTRY:
+        details = progress(details)
     try:
         json.dumps(details, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise MalformedArgument(f"log data is not JSON-serialisable: {error}") from None
     return Log(checked_jid, checked_message, details, now(when))
+
+
+def progress(details: Mapping[str, object]) -> dict[str, object]:
+    """A progress entry's data: `fraction` a number from 0 to 1 (rounded to 4 places, so
+    that every engine writes it alike), `message` text of at most MAX_PROGRESS_MESSAGE
+    characters, nothing else."""
+    extra = sorted(set(details) - {"fraction", "message"})
+    if extra:
+        raise MalformedArgument(f"a progress entry takes fraction and message, not {extra}")
+    fraction = details.get("fraction")
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        raise MalformedArgument(f"progress fraction must be a number, not {fraction!r}")
+    if not math.isfinite(fraction) or not 0 <= fraction <= 1:
+        raise MalformedArgument(f"progress fraction must be from 0 to 1, not {fraction!r}")
+    text = details.get("message", "")
+    if not isinstance(text, str):
+        raise MalformedArgument(f"progress message must be text, not {type(text).__name__}")
+    if len(text) > MAX_PROGRESS_MESSAGE:
+        raise MalformedArgument(
+            f"progress message is {len(text)} characters, over {MAX_PROGRESS_MESSAGE}"
+        )
+    rounded = round(float(fraction), 4)
+    return {"fraction": int(rounded) if rounded.is_integer() else rounded, "message": text}
 
 
 class Stats(NamedTuple):

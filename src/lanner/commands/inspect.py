@@ -2,7 +2,8 @@
 
     lanner status [--json]                          every queue's counts, and the failure groups
     lanner jobs [QUEUE] [--state S] [--limit N] [--json]
-    lanner job JID [--json]                         one job in detail
+    lanner job JID [--json]                         one job in detail: its progress, and
+                                                    its workflow's graph if it is a step
 
 Jobs are found by `lanner.operations.list_jobs`; this module turns them into tables and
 JSON documents.
@@ -33,10 +34,13 @@ from lanner.commands.rendering import (
     text,
     utc,
 )
-from lanner.engine import Capability
+from lanner.engine import Capability, Engine
 from lanner.job import Job
 from lanner.operations import LISTABLE_STATES, list_jobs
+from lanner.progress import Progress
+from lanner.progress import of as progress_of
 from lanner.records import QueueCounts, RecurringJob
+from lanner.workflows import graph
 
 __all__ = ["COMMANDS"]
 
@@ -179,8 +183,25 @@ def job_document(job: Job) -> dict[str, Any]:
         "dependents": list(job.dependents),
         "spawned_from_jid": job.spawned_from_jid,
         "tracked": job.tracked,
+        "progress": asdict(found) if (found := progress_of(job)) is not None else None,
         "history": [{"what": e.what, "when": e.when, **e.details} for e in job.history],
     }
+
+
+def workflow_document(shown: graph.Picture) -> dict[str, Any]:
+    """A job's workflow, every job of it: what `job --json` prints under `workflow`."""
+    return {
+        "id": shown.workflow_id,
+        "jobs": [
+            {"jid": jid, "task": task, "after": list(after), "state": state and str(state)}
+            for jid, task, after, state in shown.steps
+        ],
+    }
+
+
+def progress_text(found: Progress) -> str:
+    """`40% step 2 of 5`."""
+    return f"{found.fraction:.0%} {found.message}".rstrip()
 
 
 def job_fields(job: Job) -> Iterator[tuple[str, object]]:
@@ -192,6 +213,7 @@ def job_fields(job: Job) -> Iterator[tuple[str, object]]:
         ("worker", job.worker),
         ("lock expires", utc(job.expires, " UTC") if job.worker and job.expires else ""),
         ("due", utc(job.due, " UTC") if job.due is not None else ""),
+        ("progress", progress_text(found) if (found := progress_of(job)) else ""),
         ("result", job.result or ""),
         ("depends on", ", ".join(job.dependencies)),
         ("dependents", ", ".join(job.dependents)),
@@ -227,20 +249,42 @@ def print_job(console: Console, job: Job) -> None:
     )
 
 
+def print_workflow(console: Console, shown: graph.Picture, focus: str) -> None:
+    """The workflow's jobs by level (`>` marks the job asked for)."""
+    columns = [text(""), text("job", no_wrap=True), text("task"), text("state"), text("waits for")]
+    title = f"workflow {shown.workflow_id} ({graph.summary(shown)})"
+    console.print()
+    console.print(table(columns, graph.text_rows(shown, focus), title=title))
+
+
 @click.command("job")
 @click.argument("jid")
 @json_option
 @connection_options
 def job_command(app_path: str | None, broker: str | None, jid: str, as_json: bool) -> None:
-    """One job in detail: fields, data, failure and history."""
+    """One job in detail: fields, progress, data, failure, history, and the graph of its
+    workflow if it is a step of one."""
     with session(app_path, broker) as app:
         found = app.engine.get(jid)
-    if found is None:
-        raise click.ClickException(f"no job {jid!r}")
-    if as_json:
-        print_json(job_document(found))
-    else:
-        print_job(Console(), found)
+        if found is None:
+            raise click.ClickException(f"no job {jid!r}")
+        workflow = _workflow(app.engine, found)
+        if as_json:
+            shown = job_document(found)
+            shown["workflow"] = workflow_document(workflow) if workflow is not None else None
+            print_json(shown)
+            return
+        console = Console()
+        print_job(console, found)
+        if workflow is not None:
+            print_workflow(console, workflow, jid)
+
+
+def _workflow(engine: Engine, job: Job) -> graph.Picture | None:
+    """The workflow `job` is a step of, laid out around it; None: none, or its first job
+    is gone."""
+    workflow_id = graph.workflow_of(job)
+    return None if workflow_id is None else graph.read(engine, workflow_id, job.jid)
 
 
 COMMANDS: Final = (status_command, jobs_command, job_command)

@@ -15,8 +15,10 @@ from starlette.responses import Response
 from lanner.engine import Capability, Engine
 from lanner.errors import MalformedArgument
 from lanner.names import label, queue_name
-from lanner.web import charts, reads
+from lanner.progress import of as progress_of
+from lanner.web import charts, graphs, reads
 from lanner.web.rendering import render
+from lanner.workflows import graph
 
 LISTINGS = reads.QUEUE_STATES
 MAX_OFFSET = 10_000_000
@@ -121,6 +123,15 @@ def job(request: Request) -> Response:
     if found is not None:
         context["data"] = _pretty(found.data)
         context["result"] = _pretty(found.result) if found.result is not None else None
+        context["progress"] = progress_of(found)
+        workflow_id = graph.workflow_of(found)
+        shown = graph.read(engine, workflow_id, jid) if workflow_id is not None else None
+        if shown is not None:
+            context["workflow"] = {
+                "id": shown.workflow_id,
+                "summary": graph.summary(shown),
+                "svg": graphs.workflow(shown, jid),
+            }
     return render(request, "job.html", context, status_code=200 if found else 404)
 
 

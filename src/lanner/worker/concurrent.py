@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from lanner import context, instruments
+from lanner import context, instruments, progress
 from lanner.engine import Capability
 from lanner.errors import (
     JobCancelled,
@@ -290,7 +290,7 @@ class ConcurrentLoop(WorkerLoop):
     # -- one job --------------------------------------------------------------------------
     async def _run_job(self, flight: InFlight) -> None:
         job = flight.job
-        context.running_job(job)  # in this asyncio task's own context: never reset
+        context.running_job(job, self.engine)  # in this asyncio task's context: never reset
         try:
             await self._run_admitted(flight)
         except LannerError as error:  # the store failed settling it: it comes back by its lock
@@ -407,6 +407,8 @@ class ConcurrentLoop(WorkerLoop):
             finally:
                 if timer is not None:
                     timer.cancel()
+                if progress.reported(self.engine, job.jid):  # before the job settles
+                    await self._call(progress.finish, self.engine, job.jid)
             result = self._result(task, value)
         except (Exception, SystemExit, KeyboardInterrupt) as error:  # the task's, all of them
             outcome: Outcome = await self._call(self._after_failure, task_class, task, job, error)

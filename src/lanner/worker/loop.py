@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lanner import context, instruments
+from lanner import context, instruments, progress
 from lanner.codec import encode_result
 from lanner.engine import Capability, Engine
 from lanner.errors import (
@@ -405,7 +405,7 @@ class WorkerLoop:
     # -- one job --------------------------------------------------------------------------
     def run_job(self, queue: QueueConfig, job: Job, batch: Batch) -> None:
         """Run one job; if it succeeds, its completion is left to the batch."""
-        token = context.running_job(job)
+        token = context.running_job(job, self.engine)
         try:
             try:
                 task_class, payload, args, kwargs = admit(job, self.engine.max_data_bytes, self.app)
@@ -472,9 +472,11 @@ class WorkerLoop:
         try:
             with interrupt.running(job.jid, task.time_limit):
                 value = task.run(*args, **kwargs)
+            progress.finish(self.engine, job.jid)
             result = self._result(task, value)
         except (Exception, SystemExit, KeyboardInterrupt) as error:  # the task's, all of them
             self._exit_if_forked()
+            progress.finish(self.engine, job.jid)
             self._keeper.watch(None)  # before retry/fail: no heartbeat of a released lock
             if isinstance(error, TimeoutException | JobCancelled) and (killed := kill_strays()):
                 logger.warning("killed %d process(es) job %s left running", killed, job.jid)

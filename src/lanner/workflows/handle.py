@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lanner import instruments, names
-from lanner.engine import Capability
+from lanner.engine import Capability, Engine
 from lanner.errors import ChubbyTaskException, JobNotFound, PayloadTooLarge, Unsupported
 from lanner.handle import JobHandle
 from lanner.job import Job, JobState
@@ -62,20 +62,8 @@ class WorkflowHandle:
         from lanner.app import default_app
 
         app = app or default_app()
-        first = app.engine.get(job_id(names.label(workflow_id, "workflow id"), 0))
-        workflow = _envelope_workflow(first) if first is not None else None
-        if workflow is None or "jobs" not in workflow:
-            raise JobNotFound(job_id(workflow_id, 0), "WorkflowHandle.load")
-        jids = [job_id(workflow_id, n) for n in range(int(workflow["jobs"]))]
-        found = {job.jid: job for job in app.engine.multiget(jids)}
-        steps: dict[str, tuple[str, tuple[str, ...]]] = {}
-        for jid in jids:
-            job = found.get(jid)
-            step = _envelope_workflow(job) if job is not None else None
-            after = step.get("in", step.get("after", [])) if step is not None else []
-            klass = job.klass if job is not None else ""
-            steps[jid] = (klass, tuple(flatten(expand(workflow_id, after))))
-        return cls(workflow_id, app, expand(workflow_id, workflow["out"]), steps)
+        steps, output, _ = read_steps(app.engine, workflow_id)
+        return cls(workflow_id, app, output, steps)
 
     @property
     def jids(self) -> list[str]:
@@ -145,6 +133,29 @@ class WorkflowHandle:
         from lanner import offload
 
         return await offload.call(self.cancel)
+
+
+def read_steps(
+    engine: Engine, workflow_id: str
+) -> tuple[dict[str, tuple[str, tuple[str, ...]]], Tree, dict[str, JobState]]:
+    """A published workflow's steps (jid -> its task and the jids it waits for, in put
+    order), output tree, and the state of each job that exists, read from its jobs and
+    their envelopes: `JobNotFound` if its first job is gone."""
+    first = engine.get(job_id(names.label(workflow_id, "workflow id"), 0))
+    workflow = _envelope_workflow(first) if first is not None else None
+    if workflow is None or "jobs" not in workflow:
+        raise JobNotFound(job_id(workflow_id, 0), "WorkflowHandle.load")
+    jids = [job_id(workflow_id, n) for n in range(int(workflow["jobs"]))]
+    found = {job.jid: job for job in engine.multiget(jids)}
+    steps: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for jid in jids:
+        job = found.get(jid)
+        step = _envelope_workflow(job) if job is not None else None
+        after = step.get("in", step.get("after", [])) if step is not None else []
+        klass = job.klass if job is not None else ""
+        steps[jid] = (klass, tuple(flatten(expand(workflow_id, after))))
+    states = {jid: job.state for jid, job in found.items()}
+    return steps, expand(workflow_id, workflow["out"]), states
 
 
 def publish(canvas: Canvas) -> WorkflowHandle:

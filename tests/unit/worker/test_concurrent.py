@@ -129,6 +129,24 @@ async def count_neighbours() -> None:
     SEEN[job.jid] = GATE["loop"].held_now()
 
 
+@app.task(queue=QUEUE)
+async def report_async(count: int) -> None:
+    job = lanner.current_job()
+    assert job is not None
+    for n in range(1, count + 1):
+        job.progress(n / count, f"async {n}")
+        await asyncio.sleep(0)
+        assert lanner.current_job() is job  # each job reports its own, across awaits
+
+
+@app.task(queue=QUEUE)
+def report_in_thread(count: int) -> None:
+    job = lanner.current_job()
+    assert job is not None
+    for n in range(1, count + 1):
+        job.progress(n / count, f"thread {n}")
+
+
 class World:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -206,6 +224,20 @@ def test_sync_jobs_share_threads_when_asked(world: World) -> None:
     world.wait_until(lambda: world.settled(handles), "8 jobs to settle")
     states = {job.state for job in world.engine.multiget(handles)}
     assert states == {JobState.COMPLETE}
+
+
+def test_async_and_threaded_tasks_report_progress_each_of_its_own_job(world: World) -> None:
+    handles = [report_async.delay(500) for _ in range(5)]
+    handles += [report_in_thread.delay(5000) for _ in range(3)]
+    world.start(tasks_per_process=8, threads=3)
+    world.wait_until(lambda: world.settled(handles), "8 jobs to settle")
+    jobs = world.engine.multiget(handles)
+    assert {job.state for job in jobs} == {JobState.COMPLETE}
+    found = [handle.progress() for handle in handles]
+    assert [(p.fraction, p.message) if p else None for p in found] == (
+        [(1.0, "async 500")] * 5 + [(1.0, "thread 5000")] * 3
+    )
+    assert all([e.what for e in job.history].count("progress") == 1 for job in jobs)
 
 
 def test_a_job_over_its_time_limit_is_stopped_alone(world: World) -> None:

@@ -14,7 +14,7 @@ from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import eventlog, rows
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.errors import JobNotFound
-from lanner.job import Job
+from lanner.job import PROGRESS_ENTRY, Job
 from lanner.records import JobPage
 
 
@@ -57,15 +57,37 @@ def top(conn: sqlite3.Connection, command: checks.Page) -> list[str]:
 
 
 def log(conn: sqlite3.Connection, command: checks.Log) -> None:
-    """Append a custom entry to a job's history."""
+    """Append a custom entry to a job's history (a progress entry replaces the last entry
+    if that is one too, and is announced)."""
     cap = settings.history_cap(settings.read_all(conn))
     entry = event(command.message, command.now, **command.details)
-    updated = conn.execute(
-        f"UPDATE jobs SET history = {APPEND_HISTORY} WHERE jid = :jid",
+    progress = command.message == PROGRESS_ENTRY
+    history = _REPLACE_PROGRESS if progress else APPEND_HISTORY
+    found = conn.execute(
+        f"UPDATE jobs SET history = {history} WHERE jid = :jid RETURNING queue",
         {"jid": command.jid, "cap": cap, "event": entry},
-    ).rowcount
-    if not updated:
+    ).fetchone()
+    if found is None:
         raise JobNotFound(command.jid, "log")
+    if progress:
+        details = {key: _text(value) for key, value in command.details.items()}
+        eventlog.emit("progress", command.jid, found[0], details=details)
+
+
+_REPLACE_PROGRESS = (
+    "CASE WHEN json_array_length(history) > 1 "
+    f"AND json_extract(history, '$[#-1].what') = '{PROGRESS_ENTRY}' "
+    f"THEN json_replace(history, '$[#-1]', json(:event)) ELSE {APPEND_HISTORY} END"
+)
+
+
+def _text(value: object) -> str:
+    """An event detail as text, as the Redis core writes it (numbers as Lua's %.14g)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return format(value, ".14g")
+    return json.dumps(value)
 
 
 def set_tracked(conn: sqlite3.Connection, jid: str, tracked: bool) -> None:

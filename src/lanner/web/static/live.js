@@ -1,6 +1,6 @@
 // Live updates: the server's event stream (/live) refreshes what the page shows.
 // The overview re-reads its queue table (debounced) and lists the latest events; a job's
-// page reloads when an event names its job.
+// page reloads when an event names its job, or a job of its workflow.
 (function () {
   "use strict";
   var status = document.getElementById("live-status");
@@ -8,6 +8,8 @@
   var feed = document.getElementById("feed");
   var heading = document.querySelector("[data-jid]");
   var jid = heading ? heading.getAttribute("data-jid") : null;
+  var workflow = heading ? heading.getAttribute("data-workflow") : null;
+  var reload = null;
   if (!table && !jid) { status.hidden = true; return; }  // this page is not kept live
   var pending = null;
 
@@ -42,9 +44,12 @@
     if (table) {
       show(event);
       if (pending === null) { pending = setTimeout(refreshQueues, 500); }
-    } else if (event.jid === jid || event.kind === "gap") {
-      source.close();
-      window.location.reload();
+    } else if (event.jid === jid || event.kind === "gap" ||
+               (workflow && event.jid && event.jid.indexOf(workflow + "-") === 0)) {
+      // at most a reload a second: a workflow's jobs and a job's progress change often
+      if (reload === null) {
+        reload = setTimeout(function () { source.close(); window.location.reload(); }, 1000);
+      }
     }
   };
 })();

@@ -638,14 +638,32 @@ function Job.set_priority(jid, priority)
   return priority
 end
 
--- Append a custom history entry; fields of `data` go into the entry.
+-- Append a custom history entry; fields of `data` go into the entry. A
+-- 'progress' entry (a task's progress: fraction, message) replaces the last
+-- entry if that is one too, so that a long task keeps its history, and is
+-- announced on ql:log.
 function Job.log(now, jid, message, data)
-  Job.require(jid)
+  local job = Job.require(jid)
   local extra = {}
   for key, value in pairs(data or {}) do
     extra[key] = value
   end
-  Job.record(now, jid, message, extra)
+  if message ~= 'progress' then
+    Job.record(now, jid, message, extra)
+    return true
+  end
+  local key = Keys.history(jid)
+  local last = redis.call('lindex', key, -1)
+  if last and redis.call('llen', key) > 1 and cjson.decode(last).what == 'progress' then
+    extra.what, extra.when = message, now
+    redis.call('lset', key, -1, cjson.encode(extra))
+  else
+    Job.record(now, jid, message, extra)
+  end
+  Events.log({
+    'jid', jid, 'event', 'progress', 'queue', job.queue,
+    'fraction', extra.fraction, 'message', extra.message,
+  })
   return true
 end
 
