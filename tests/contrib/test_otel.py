@@ -253,9 +253,7 @@ def test_an_old_worker_runs_a_traced_job(app: lanner.App, spans: Spans, tmp_path
         plain.close()
 
 
-def test_a_workflows_steps_continue_the_trace_of_its_publish(
-    app: lanner.App, spans: Spans
-) -> None:
+def test_a_workflows_steps_continue_the_trace_of_its_publish(app: lanner.App, spans: Spans) -> None:
     provider, exporter = spans
     otel.instrument(app, provider)
 
