@@ -17,7 +17,6 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -75,7 +74,7 @@ def wait_until_primary(port: int) -> None:
 
 def failover_run(cluster: RedisCluster, options: str, tmp_path: Path, name: str) -> Outcome:
     """Publish and drain; stop a replica, publish, kill the primary, go on."""
-    [queue] = [cluster.spread_queues(per_primary=1)[0]]
+    queue = cluster.spread_queues(per_primary=1)[0]
     queues = [QueueConfig(queue, priority=10, visibility_timeout_sec=5, long_poll_time_sec=0.2)]
     url = f"{cluster.url}?{PATIENT}&{options}"
     out = tmp_path / "runs.txt"
@@ -99,8 +98,8 @@ def failover_run(cluster: RedisCluster, options: str, tmp_path: Path, name: str)
         publish(range(BEFORE), acknowledged)
         victim = cluster.owner(queue)
         lagging, *keeping_up = cluster.replicas_of(victim)
-        processes: list[Any] = [lagging.process]
-        os.kill(lagging.process.pid, signal.SIGSTOP)
+        stopped = lagging.process
+        os.kill(stopped.pid, signal.SIGSTOP)
         try:
             fill_the_replication_link(victim)
             # Delayed, so that the pool cannot run them before the failover.
@@ -109,7 +108,7 @@ def failover_run(cluster: RedisCluster, options: str, tmp_path: Path, name: str)
             for replica in keeping_up:  # promoted while the lagging one cannot compete
                 wait_until_primary(replica.port)
         finally:
-            os.kill(processes[0].pid, signal.SIGCONT)
+            os.kill(stopped.pid, signal.SIGCONT)
         cluster.wait_taken_over(victim)
         acknowledged |= stalled
         publish(range(BEFORE + STALLED, BEFORE + STALLED + AFTER), acknowledged)
