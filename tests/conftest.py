@@ -164,6 +164,20 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClu
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster_replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """A Redis Cluster of 3 primaries with a replica each, for the session: what the
+    `wait` option needs (the conformance suite runs on it with `wait=1`)."""
+    cluster = RedisCluster(
+        tmp_path_factory.mktemp("cluster-replicated"), RedisServer, _free_port, 3, 1
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def redis_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., RedisCluster]]:
     """Start private clusters for one test: `factory(primaries=3, replicas=1)`."""

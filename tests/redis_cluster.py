@@ -131,12 +131,27 @@ class RedisCluster:
             with redis.Redis(port=port, socket_timeout=30) as client:
                 client.execute_command("WAIT", self.replicas, 20_000)
 
+    def replicas_of(self, port: int) -> list[Any]:
+        """The nodes that replicate the primary on `port` now."""
+        with redis.Redis(port=port, socket_timeout=5) as client:
+            info = client.info("replication")
+        ports = {int(value["port"]) for name, value in info.items() if name.startswith("slave")}
+        return [node for node in self.nodes if node.port in ports]
+
     def kill(self, port: int) -> None:
         """kill -9 the node on `port`, then wait until a replica has taken over its slots."""
+        self.crash(port)
+        self.wait_taken_over(port)
+
+    def crash(self, port: int) -> None:
+        """kill -9 the node on `port` and go on at once."""
         node = next(node for node in self.nodes if node.port == port)
         process, node.process = node.process, None
         process.kill()
         process.wait()
+
+    def wait_taken_over(self, port: int) -> None:
+        """Wait until a replica has taken over the slots of the dead node on `port`."""
         deadline = time.monotonic() + READY_TIMEOUT
         while self._serves(port) or not self._covered():
             if time.monotonic() > deadline:

@@ -47,12 +47,14 @@ def _fresh_sentinel(request: pytest.FixtureRequest, tmp: Path) -> str:
 # of every durable write (the `wait` option) so that what it adds runs too.
 # as a script (EVALSHA, as on Redis 6.2 and for qless's clients).
 def _fresh_cluster(request: pytest.FixtureRequest, tmp: Path) -> str:
-    """The session's Redis Cluster (tests/conftest.py), every primary emptied for this test."""
+    """The session's replicated Redis Cluster (tests/conftest.py), every primary emptied
+    for this test; with `wait=1`, as through Sentinel, so that every durable call of the
+    cluster engine goes with its WAIT to the shard that ran it."""
     from redis_cluster import RedisCluster
 
-    cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+    cluster: RedisCluster = request.getfixturevalue("redis_cluster_replicated")
     cluster.flush()
-    return cluster.url
+    return cluster.url + "?wait=1"
 
 
 STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {

@@ -176,3 +176,45 @@ def test_an_advance_into_another_partition_killed_between_steps_is_finished_once
 def test_a_cluster_that_cannot_be_reached_is_unavailable() -> None:
     with pytest.raises(lanner.EngineUnavailable, match="cannot serve it now"):
         lanner.open_engine("redis+cluster://127.0.0.1:1?retries=0&socket_connect_timeout=1")
+
+
+# -- wait -----------------------------------------------------------------------------------
+def _waits(port: int) -> int:
+    with redis.Redis(port=port) as client:
+        stats = client.info("commandstats").get("cmdstat_wait", {})
+    return int(stats.get("calls", 0))
+
+
+def test_wait_goes_to_the_primary_that_ran_each_durable_call(
+    redis_cluster_replicated: RedisCluster,
+) -> None:
+    cluster = redis_cluster_replicated
+    cluster.flush()
+    first, second = cluster.spread_queues(per_primary=1)[:2]
+    owners = {cluster.owner(first), cluster.owner(second)}
+    before = {port: _waits(port) for port in owners}
+    engine = lanner.open_engine(cluster.url + "?wait=1")
+    try:
+        engine.put(first, "job-1", "k", "{}")
+        engine.put(second, "job-2", "k", "{}")
+        [job] = engine.pop(first, "w", count=1)
+        engine.heartbeat(job.jid, "w")  # the pop and the heartbeat: no WAIT
+        engine.complete(job.jid, "w", first)
+    finally:
+        engine.close()
+    assert _waits(cluster.owner(first)) == before[cluster.owner(first)] + 2
+    assert _waits(cluster.owner(second)) == before[cluster.owner(second)] + 1
+
+
+def test_wait_that_no_replica_of_the_shard_confirms_is_engine_unavailable(
+    cluster: RedisCluster,
+) -> None:
+    # The session's cluster has no replicas: the put is done, but unconfirmed.
+    engine = lanner.open_engine(cluster.url + "?wait=1&wait_timeout=0.05")
+    try:
+        with pytest.raises(lanner.EngineUnavailable, match="0 of the 1 replica"):
+            engine.put("q", "job-1", "k", "{}")
+        [job] = engine.multiget(["job-1"])
+        assert job.queue == "q"
+    finally:
+        engine.close()

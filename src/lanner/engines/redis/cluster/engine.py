@@ -98,7 +98,9 @@ class RedisClusterEngine(Engine):
         self.partitions = Partitions(self.client)
         try:
             with reachable(self.address):
-                self._lua = ClusterCaller(self.client, self.options.lua)
+                self._lua = ClusterCaller(
+                    self.client, self.options.lua, self.options.wait, self.options.wait_timeout
+                )
                 transfer.finish_all(self, time.time())
         except BaseException:
             self.close()
@@ -125,17 +127,25 @@ class RedisClusterEngine(Engine):
 
     # -- talking to the core --------------------------------------------------------------
     def call_in(
-        self, partition: str, command: str, now: float, *args: Arg, name: str | None = None
+        self,
+        partition: str,
+        command: str,
+        now: float,
+        *args: Arg,
+        name: str | None = None,
+        durable: bool = False,
     ) -> Any:
-        """Run one command of the core in one partition."""
+        """Run one command of the core in one partition. `durable`: a write whose loss in
+        a failover would lose a job or run one again, confirmed by replicas with `wait`."""
         try:
             with reachable(self.address):
                 argv = [command, repr(now), *map(arguments.text, args)]
-                return self._lua.call(partition, argv)
+                return self._lua.call(partition, argv, durable)
         except ResponseError as error:
             raise replies.translate(name or command, str(error)) from None
 
     def _in_queue(self, queue: str, command: str, now: float, *args: Arg, **kw: Any) -> Any:
+        """`call_in` the queue's partition (`kw`: its `name` and `durable`)."""
         partition = of_queue(queue)
         with reachable(self.address):
             self.partitions.register(partition)
@@ -253,12 +263,12 @@ class RedisClusterEngine(Engine):
         if command == "put_many":
             payload = arguments.put_many(jobs)
             reply = self.call_in(
-                partition, "lanner.put_many", checked.now, "", payload, name=command
+                partition, "lanner.put_many", checked.now, "", payload, name=command, durable=True
             )
             return [str(jid) for jid in reply]
         [job] = jobs
         args = arguments.put(job, checked.worker)
-        return [str(self.call_in(partition, command, checked.now, *args))]
+        return [str(self.call_in(partition, command, checked.now, *args, durable=True))]
 
     # -- taking work ----------------------------------------------------------------------
     def _pop(self, command: checks.Pop) -> list[Job]:
@@ -307,16 +317,19 @@ class RedisClusterEngine(Engine):
             if command.next is not None and of_queue(command.next) != partition:
                 return transfer.complete_to(self, partition, command)
             return str(self.call_in(partition, "complete", command.now,
-                                    *arguments.complete(command)))  # fmt: skip
+                                    *arguments.complete(command), durable=True))  # fmt: skip
 
         result: str = self._one_job(command.jid, call)
         return result
 
     def _settle(self, command: checks.Settle, function: str, *args: Arg) -> list[str]:
-        """complete_many or release: one call in each partition holding some of the jids."""
+        """complete_many or release: one call in each partition holding some of the jids
+        (a durable one for complete_many, as on one Redis)."""
+        releasing = "release" in function
         answers = self._by_job(command.jids, lambda p, jids: replies.as_list(self.call_in(
             p, function, command.now, command.worker, command.queue, *args, *jids,
-            name="release" if "release" in function else "complete_many")))  # fmt: skip
+            name="release" if releasing else "complete_many",
+            durable=not releasing)))  # fmt: skip
         done = {str(jid) for answer in answers for jid in answer}
         return [jid for jid in command.jids if jid in done]
 
@@ -334,7 +347,9 @@ class RedisClusterEngine(Engine):
         args = arguments.optional(
             command.jid, command.worker, command.group, command.message, command.data
         )
-        self._one_job(command.jid, lambda p: self.call_in(p, "fail", command.now, *args))
+        self._one_job(
+            command.jid, lambda p: self.call_in(p, "fail", command.now, *args, durable=True)
+        )
 
     def _retry(self, command: checks.Retry) -> int:
         args = arguments.retry(command)
@@ -345,7 +360,7 @@ class RedisClusterEngine(Engine):
     def _cancel(self, command: checks.Jids) -> list[str]:
         # Dependencies stay inside a partition, so each partition's cancel is whole.
         answers = self._by_job(command.jids, lambda p, jids: self.call_in(
-            p, "lanner.cancel", command.now, *jids, name="cancel"))  # fmt: skip
+            p, "lanner.cancel", command.now, *jids, name="cancel", durable=True))  # fmt: skip
         cancelled = {str(jid) for answer in answers for jid in replies.as_list(answer)}
         return [jid for jid in command.jids if jid in cancelled]
 
@@ -531,10 +546,10 @@ class RedisClusterEngine(Engine):
                 transfer.move_template(self, where, command.jid, arguments.recur(command),
                                        command.now)  # fmt: skip
             return
-        self._in_queue(command.queue, "recur", command.now, *arguments.recur(command))
+        self._in_queue(command.queue, "recur", command.now, *arguments.recur(command), durable=True)
 
     def _unrecur(self, jid: str, now: float) -> None:
-        self._one_job(jid, lambda p: self.call_in(p, "unrecur", now, jid), kind="r")
+        self._one_job(jid, lambda p: self.call_in(p, "unrecur", now, jid, durable=True), kind="r")
 
     def _recur_get(self, jid: str, now: float) -> RecurringJob | None:
         reply = self._one_job(jid, lambda p: self.call_in(
@@ -557,7 +572,8 @@ class RedisClusterEngine(Engine):
                         command = command._replace(changes=others)
         args = arguments.recur_update(command)
         self._one_job(command.jid, lambda p: self.call_in(
-            p, "recur.update", command.now, *args, name="recur_update"), kind="r")  # fmt: skip
+            p, "recur.update", command.now, *args, name="recur_update", durable=True),
+            kind="r")  # fmt: skip
 
     def _recur_retag(self, command: checks.Retag, add: bool) -> list[str]:
         verb, name = ("recur.tag", "recur_tag") if add else ("recur.untag", "recur_untag")

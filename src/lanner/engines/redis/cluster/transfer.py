@@ -8,7 +8,9 @@ state `moving`, holding the put that recreates it), that put in the target unles
 is there already, and `lanner.move_done` in the source. Each step can be repeated: a
 process that dies between two leaves the jid listed in the source's `ql:lanner:moving`,
 and `finish_all` (run when an engine opens) or the next lookup of the job does what is
-left. Until then the job is in neither queue's counts: it is not lost, only late.
+left. Until then the job is in neither queue's counts: it is not lost, only late. With
+the `wait` option, the steps out and in are durable calls (`lanner.move_done` need not be:
+lost, it is done again).
 
 `between_steps` is for tests: called with the name of each step just done, it may end
 the process there.
@@ -47,8 +49,9 @@ def move(
     target = of_queue(job.queue)
     put = arguments.put_many([job._replace(if_exists="keep")])
     state = engine.call_in(
-        source, "lanner.move_out", checked.now, target, job.jid, job.if_exists, put, name=command
-    )
+        source, "lanner.move_out", checked.now, target, job.jid, job.if_exists, put,
+        name=command, durable=True,
+    )  # fmt: skip
     if state == "kept":
         return job.jid
     if state == "was-moving":  # finish the move begun before, then put as asked
@@ -76,6 +79,7 @@ def complete_to(engine: RedisClusterEngine, source: str, command: checks.Complet
     state = engine.call_in(
         source, "lanner.complete_out", command.now, target, command.jid, command.worker,
         command.queue, command.data or "", command.next, command.delay, name="complete",
+        durable=True,
     )  # fmt: skip
     _step("moved-out")
     finish(engine, source, command.jid, command.now)
@@ -89,7 +93,7 @@ def finish(engine: RedisClusterEngine, source: str, jid: str, now: float) -> Non
         return
     target, put, history, tracked, quiet = (str(part) for part in pending)
     engine.partitions.register(target)
-    engine.call_in(target, "lanner.move_in", now, jid, put, history, tracked, quiet)
+    engine.call_in(target, "lanner.move_in", now, jid, put, history, tracked, quiet, durable=True)
     engine.partitions.remember([jid], target)
     _step("put")
     engine.call_in(source, "lanner.move_done", now, jid)
@@ -119,10 +123,10 @@ def move_template(
     count = engine.client.hget(key(source, f"r:{jid}"), "count")
     target = of_queue(str(recur_args[0]))
     engine.partitions.register(target)
-    engine.call_in(target, "recur", now, *recur_args)
+    engine.call_in(target, "recur", now, *recur_args, durable=True)
     if count is not None:
         engine.client.hset(key(target, f"r:{jid}"), "count", count)
-    engine.call_in(source, "unrecur", now, jid)
+    engine.call_in(source, "unrecur", now, jid, durable=True)
 
 
 def template_args(
