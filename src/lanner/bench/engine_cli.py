@@ -15,21 +15,16 @@ from rich.text import Text
 
 from lanner import limits
 from lanner.bench.cli_shared import (
-    RichProgress,
     about,
-    exit_on_sigterm,
     measured,
-    progress_bar,
     store_url_option,
 )
 from lanner.bench.common import (
     DEFAULT_BATCH,
     DEFAULT_JOBS,
     DEFAULT_SAMPLES,
-    BenchError,
 )
 from lanner.commands.bounded import BoundedInt
-from lanner.errors import LannerError
 
 if TYPE_CHECKING:
     from lanner.bench.engine import EngineBenchResult
@@ -184,12 +179,7 @@ def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json
     spread over the primaries, then all served by one."""
     from lanner.bench.shards import run_shards_benchmark
 
-    errors = Console(stderr=True)
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_shards_benchmark(url, jobs, queues, RichProgress(bar), single)
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(lambda progress: run_shards_benchmark(url, jobs, queues, progress, single))
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

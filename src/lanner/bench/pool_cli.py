@@ -15,11 +15,9 @@ from rich.text import Text
 
 from lanner import limits
 from lanner.bench.cli_shared import (
-    RichProgress,
     about,
     exit_on_sigterm,
     measured,
-    progress_bar,
     store_url_option,
 )
 from lanner.bench.common import (
@@ -244,12 +242,9 @@ def idle_command(
     worker; with --web the dashboard too), then the pickup latency of single jobs."""
     from lanner.bench.idle import run_idle_benchmark
 
-    errors = Console(stderr=True)
-    try:
-        with exit_on_sigterm(), progress_bar(errors) as bar:
-            result = run_idle_benchmark(url, concurrency, seconds, samples, web, RichProgress(bar))
-    except (BenchError, LannerError) as error:
-        raise click.ClickException(str(error)) from error
+    result = measured(
+        lambda progress: run_idle_benchmark(url, concurrency, seconds, samples, web, progress)
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
