@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from lanner import Job, list_jobs, open_engine
 from lanner.bench.children import ChildGroup
-from lanner.bench.cli import results_table
 from lanner.bench.common import BenchError, MachineInfo
 from lanner.bench.engine import EngineBenchResult, drain_worker, run_engine_benchmark
+from lanner.bench.engine_cli import results_table
 from lanner.bench.pickup import PICKUP_TIMEOUT
 from lanner.bench.stats import Percentiles, percentile
 from lanner.cli import main

@@ -1,7 +1,7 @@
 """`lanner bench chord` and `lanner bench chord-chaos`: the workflow benchmarks' commands.
 
-Kept beside `lanner.bench.cli` (which registers them) so that file stays one screenful of
-commands per benchmark; the benchmarks themselves load when a command runs.
+Registered by `lanner.bench.cli`, like every benchmark's command; the benchmarks
+themselves load when a command runs.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def chord_command(url: str | None, parents: int, rounds: int, as_json: bool) -> 
     """Measure a chord of N no-op parents: its publish, and how soon its callback is ready
     once the last parent completes (medians of the rounds)."""
     from lanner.bench.chord import run_chord_benchmark
-    from lanner.bench.cli import measured
+    from lanner.bench.cli_shared import measured
 
     result = measured(lambda progress: run_chord_benchmark(url, parents, rounds, progress))
     if as_json:
