@@ -442,6 +442,15 @@ def events(kind: str) -> list[tuple[Any, ...]]:
     return [event for event in EVENTS if event[0] == kind]
 
 
+def wait_for(check: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    """Poll `check` until it holds (what another thread does, such as the keeper's reports,
+    may land after `run_batch` returns); fail after a deadline generous on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:g} s"
+        time.sleep(0.01)
+
+
 def comes_back_after(world: World, jid: str, delay: float, since: float, until: float) -> Job:
     """Check that `jid` is not poppable before `since + delay` but is after `until + delay`.
 
