@@ -151,7 +151,7 @@ def test_the_soft_time_limit_raises_inside_the_task_and_retries(world: World) ->
     started = time.monotonic()
     world.work()
 
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5  # cut short: the task sleeps 5 s
     assert events("caught") == [("caught", jid, "TimeLimitExceeded")]
     assert events("kill_runtime_exceeded") == [("kill_runtime_exceeded", jid)]
     job = world.get(jid)
