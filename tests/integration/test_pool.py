@@ -130,17 +130,15 @@ def test_cold_shutdown_kills_the_children_and_gives_their_jobs_back(
     [start] = wait_until(
         lambda: ws.lines("start", long), 20, "the long task to start", details=ws.log
     )
-    signalled = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     if how == "second-signal":
         wait_until(lambda: "warm shutdown" in ws.log(), 5, "the first signal to be handled")
         worker.send_signal(signal.SIGTERM)
     code = worker.wait(timeout=10)
-    took = time.monotonic() - signalled
 
     assert code == 0, ws.log()
-    assert took < 2.5, ws.log()  # well before the 3 s task could finish
-    assert ws.lines("end", long) == []
+    # Cut short: the 3 s task (within its 4 s limit) would have recorded its end.
+    assert ws.lines("end", long) == [], ws.log()
     with pytest.raises(ProcessLookupError):
         os.kill(start.pid, 0)  # the child is gone
     assert ws.engine.queue_counts("work").running == 0
@@ -240,7 +238,9 @@ def test_sigterm_right_after_start_shuts_down_promptly(
     # the warm shutdown has nothing to wait for.
     ws = workspace
     tasks = ws.write_module(WORK)
-    pool = WorkerPool(tasks.app, concurrency=4, shutdown_timeout=8)
+    # A shutdown timeout far beyond the bound below: waiting it out cannot pass for prompt,
+    # however slow the machine.
+    pool = WorkerPool(tasks.app, concurrency=4, shutdown_timeout=120)
     start = pool.start
 
     def start_then_sigterm() -> None:
@@ -258,7 +258,7 @@ def test_sigterm_right_after_start_shuts_down_promptly(
         pool.terminate(timeout=1)
     took = time.monotonic() - began
 
-    assert took < 4, f"warm shutdown of idle children took {took:.1f} s"
+    assert took < 60, f"warm shutdown of idle children took {took:.1f} s"
     assert pool.children == []
 
 

@@ -10,6 +10,7 @@
             stop if none
             for each job, in order:
                 give back the unstarted rest if the batch was held BATCH_HOLD_SEC
+                (checked while a job is in hand, never between jobs)
                 extend its lock first if its time limit would outlast it (the batch SLA)
                 run it under its time limit, heartbeating its lock meanwhile
                 success -> complete (within COMPLETE_WITHIN_SEC, batched);
@@ -158,6 +159,7 @@ class WorkerLoop:
         self._undone: dict[str, tuple[list[str], dict[str, str]]] = {}
         self._undone_lock = threading.Lock()
         self._settling = threading.Lock()  # held while completions are being stored
+        self._in_job = False  # whether the loop is in a job's run (the keeper reads it)
 
     @property
     def engine(self) -> Engine:
@@ -319,7 +321,11 @@ class WorkerLoop:
                     self._release([j.jid for j in rest], queue.name, "worker stopping")
                     break
                 started = time.monotonic()
-                self.run_job(queue, job, batch)
+                self._in_job = True
+                try:
+                    self.run_job(queue, job, batch)
+                finally:
+                    self._in_job = False
                 self._learn(queue.name, time.monotonic() - started)
                 if batch.done_for() >= COMPLETE_WITHIN_SEC:
                     self._complete(batch)
@@ -345,9 +351,13 @@ class WorkerLoop:
             raise EngineUnavailable("jobs that ran wait to be completed: no new job starts")
 
     def _keep(self, batch: Batch) -> None:
-        """The keeper's duty while a task runs: no batch held hostage, nothing run twice."""
+        """The keeper's duty while a batch is in hand: no batch held hostage, nothing run
+        twice. Only jobs waiting behind one in hand are hostages: between jobs the loop
+        starts the next one itself, sooner than another process could pop it, so a loop
+        that is merely slow to get there (a loaded machine) gives nothing back."""
         held = time.monotonic() - batch.popped_at
-        if self._give_back_held and batch.unstarted() and held > BATCH_HOLD_SEC:
+        hostage = self._in_job and batch.unstarted()
+        if self._give_back_held and hostage and held > BATCH_HOLD_SEC:
             rest = [job.jid for job in batch.take_rest()]
             if rest:
                 why = f"held {BATCH_HOLD_SEC:g} s: for a process that can start them now"

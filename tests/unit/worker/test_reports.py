@@ -33,7 +33,7 @@ def test_a_success_is_completed_with_its_task_and_run_time(world: World) -> None
     world.work()
     [(reported, outcome, klass, seconds)] = world.recorder.outcomes
     assert (reported, outcome, klass) == (jid, "completed", world.get(jid).klass)
-    assert 0.05 <= seconds < 1
+    assert 0.05 <= seconds < 60  # the task's run, however slow the machine: not a clock reading
 
 
 def test_failures_are_retried_or_failed(world: World) -> None:

@@ -2,7 +2,10 @@
 
 Each test pops jobs itself and hands them to `WorkerLoop.run_batch` (or lets `run()` loop),
 then reads what the engine recorded. Retry and deferral delays are checked with explicit
-`now=` pops, so no test waits for a delay to pass. The fixtures are `world` and `worlds`.
+`now=` pops, so no test waits for a delay to pass. A batch is run whole however long it
+takes (`give_back_held=False`): a loaded machine may take longer than the loop's hold bound
+over any batch, so only a test of that give-back asks for it (`worlds(give_back_held=True)`).
+The fixtures are `world` and `worlds`.
 """
 
 from __future__ import annotations
@@ -387,6 +390,7 @@ class Worlds:
         lock: float = LOCK_SEC,
         query: str = "",
         limits: Limits | None = None,
+        give_back_held: bool = False,
         **settings: Any,
     ) -> World:
         url = "sqlite:///" + str(self.tmp_path / "jobs.db") + query
@@ -406,6 +410,7 @@ class Worlds:
             worker=WORKER,
             reporter=recorder,
             limits=limits,
+            give_back_held=give_back_held,
         )
         self.loops.append(loop)
         return World(app, loop, queue, recorder, url)
@@ -435,6 +440,15 @@ def whats(job: Job) -> list[str]:
 
 def events(kind: str) -> list[tuple[Any, ...]]:
     return [event for event in EVENTS if event[0] == kind]
+
+
+def wait_for(check: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    """Poll `check` until it holds (what another thread does, such as the keeper's reports,
+    may land after `run_batch` returns); fail after a deadline generous on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {seconds:g} s"
+        time.sleep(0.01)
 
 
 def comes_back_after(world: World, jid: str, delay: float, since: float, until: float) -> Job:
