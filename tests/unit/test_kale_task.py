@@ -3,6 +3,8 @@ failure policy on a hand-made message, Kale's message bodies, and `lanner.test_u
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,3 +103,18 @@ def test_kales_fixture_tasks_behave_as_named() -> None:
     assert isinstance(message.task_inst, test_utils.MockTask)
     assert (message.task_id, message.task_args, message.task_app_data) == ("mock_task", [], {})
     assert not message.bound
+
+
+def test_new_jids_are_version_7_uuids_that_grow_with_time() -> None:
+    before = int(time.time() * 1000)
+    first = task.time_ordered_id()
+    ids = [task.time_ordered_id() for _ in range(200)]
+    after = int(time.time() * 1000)
+    for jid in [first, *ids]:
+        parsed = uuid.UUID(hex=jid)
+        assert (len(jid), parsed.version, parsed.variant) == (32, 7, uuid.RFC_4122)
+        assert before <= int(jid[:12], 16) <= after
+    assert len(set(ids)) == len(ids)
+    time.sleep(0.002)  # the next millisecond: not a wait for state
+    assert task.time_ordered_id() > max(ids)
+    assert len(lanner.Task._get_task_id()) == 32

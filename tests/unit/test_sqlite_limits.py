@@ -1,5 +1,6 @@
 """LIMITS and FANOUT in the SQLite engine, where the conformance suite does not reach: the
-usage its triggers keep (never drifting from the jobs, whatever the commands), the
+usage its triggers keep (never drifting from the jobs, whatever the commands, nor the
+waiting counts derived from it), the
 migration of a version 2 file, and choices of this engine (put order, bounded expiry)."""
 
 from __future__ import annotations
@@ -59,6 +60,17 @@ def assert_no_drift(engine: SQLiteEngine, now: float) -> None:
     for queue, (items, size) in counted.items():
         usage = engine.queue_usage(queue, now=now)
         assert (usage.items, usage.bytes) == (items, size)
+    # The waiting count is derived from the usage (queues.counts): exact as long as it is.
+    with engine.database.statement() as conn:
+        waiting = dict(
+            conn.execute(
+                "SELECT queue, sum(state = 'waiting' OR (state = 'scheduled' AND ready_at <= ?)) "
+                "FROM jobs GROUP BY queue",
+                (now,),
+            ).fetchall()
+        )
+    for queue_counts in engine.queues(now=now):
+        assert queue_counts.waiting == waiting.get(queue_counts.name, 0), queue_counts.name
 
 
 # -- usage never drifts -------------------------------------------------------------------

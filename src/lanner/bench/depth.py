@@ -1,7 +1,8 @@
 """`lanner bench depth`: an engine with a deep backlog (after an outage, a bulk import).
 
 The store is filled with no-op jobs by `put_many` (chunks of PUT_CHUNK, spread evenly over
-`queues` queues) up to each depth in turn; at each depth it measures
+`queues` queues, their jids made as lanner's publishers make them) up to each depth in
+turn; at each depth it measures
 - the fill's rate (jobs/s of the `put_many` calls that brought it there);
 - `pop` of one job and its `complete`, one after the other, `samples` times (the jobs
   popped are put back first, so the depth stays put), as p50/p99 in ms;
@@ -19,7 +20,6 @@ import json
 import os
 import statistics
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,6 +32,7 @@ from lanner.bench.stats import Percentiles
 from lanner.engine import Capability, Engine
 from lanner.engines import open_engine
 from lanner.records import NewJob
+from lanner.task import time_ordered_id
 
 PUT_CHUNK: Final = 1000
 DEFAULT_DEPTHS: Final = (1_000, 100_000, 1_000_000)
@@ -98,7 +99,7 @@ def _fill(engine: Engine, queues: Sequence[str], count: int, progress: BenchProg
     for start in range(0, count, PUT_CHUNK):
         size = min(PUT_CHUNK, count - start)
         queue = queues[(start // PUT_CHUNK) % len(queues)]
-        jobs = [NewJob(queue, uuid.uuid4().hex, KLASS, DATA) for _ in range(size)]
+        jobs = [NewJob(queue, time_ordered_id(), KLASS, DATA) for _ in range(size)]
         began = time.perf_counter()
         engine.put_many(jobs)
         took += time.perf_counter() - began
@@ -114,7 +115,7 @@ def _pop_complete(
     for n in range(samples):
         queue = queues[n % len(queues)]
         began = time.perf_counter()
-        engine.put(queue, uuid.uuid4().hex, KLASS, DATA)
+        engine.put(queue, time_ordered_id(), KLASS, DATA)
         puts.append(time.perf_counter() - began)
         began = time.perf_counter()
         jobs = engine.pop(queue, WORKER, 1)

@@ -1,7 +1,8 @@
 """Queues of the SQLite engine as a whole: counts, listings, pausing, failure groups.
 
 Counts and listings read the partial index of each state (schema.py), so they cost what
-the jobs of that state and queue cost, not the whole table.
+the jobs of that state and queue cost, not the whole table; the waiting jobs, which may be
+millions, are counted from the queue's usage instead (`counts`).
 """
 
 from __future__ import annotations
@@ -37,10 +38,13 @@ def counts_of(conn: sqlite3.Connection, queue: str, now: float) -> QueueCounts:
 
 
 def counts(conn: sqlite3.Connection, queue: str, paused: bool, now: float) -> QueueCounts:
-    # One count per partial index: each reads only the index of its state.
-    waiting, due, scheduled, running, expired, stalled, depends, recurring = conn.execute(
+    # One count per partial index, each reading only the index of its state, but for the
+    # waiting jobs: a backlog can hold millions (count(*) took 0.34 s at a million), so
+    # they are what the queue holds (queue_usage.items, kept exact by put, finish and the
+    # usage triggers) less the other states, whose counts are here anyway.
+    held, due, scheduled, running, expired, stalled, depends, recurring = conn.execute(
         "SELECT "
-        "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'waiting'), "
+        "coalesce((SELECT items FROM queue_usage WHERE queue = :q), 0), "
         "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'scheduled' "
         "  AND ready_at <= :now), "
         "(SELECT count(*) FROM jobs WHERE queue = :q AND state = 'scheduled' "
@@ -54,6 +58,7 @@ def counts(conn: sqlite3.Connection, queue: str, paused: bool, now: float) -> Qu
         "(SELECT count(*) FROM recurring WHERE queue = :q)",
         {"q": queue, "now": now},
     ).fetchone()
+    waiting = held - due - scheduled - running - expired - stalled - depends
     return QueueCounts(
         name=queue,
         waiting=waiting + due,
