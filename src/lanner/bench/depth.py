@@ -11,16 +11,19 @@ turn; at each depth it measures
 - the store's size per job: SQLite's file and WAL bytes, Redis's `used_memory` growth
   (and so jobs per GB); SQS has no size to ask;
 - this process's RSS (it publishes and pops: one process plays both, so its RSS bounds
-  either's).
+  either's);
+- where the engine counts the requests it sends (SQS, where each is billed): requests per
+  job of the fill, per pop + complete, per single put and per status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +31,7 @@ from typing import Any, Final
 from rich.table import Table
 
 from lanner.bench.common import KLASS, BenchError, BenchProgress
+from lanner.bench.engine import requests_sent
 from lanner.bench.stats import Percentiles
 from lanner.engine import Capability, Engine
 from lanner.engines import open_engine
@@ -52,6 +56,7 @@ class DepthPoint:
     status_cold_ms: float  # the first, right after the fill
     bytes_per_job: float | None  # SQLite: file + WAL; Redis: used_memory growth
     rss_mb: float
+    requests: dict[str, float] | None = None  # per fill job, pop + complete, put, status
 
 
 @dataclass(frozen=True)
@@ -109,21 +114,41 @@ def _fill(engine: Engine, queues: Sequence[str], count: int, progress: BenchProg
 
 def _pop_complete(
     engine: Engine, queues: Sequence[str], samples: int
-) -> tuple[list[float], list[float]]:
-    """Seconds of each pop + complete, and of each single put (which keeps the depth)."""
+) -> tuple[list[float], list[float], _Sent]:
+    """Seconds of each pop + complete, and of each single put (which keeps the depth);
+    the requests both sent in all, where the engine counts them."""
     cycles, puts = [], []
+    sent = _Sent(engine)
     for n in range(samples):
         queue = queues[n % len(queues)]
         began = time.perf_counter()
-        engine.put(queue, time_ordered_id(), KLASS, DATA)
+        with sent.counting("put"):
+            engine.put(queue, time_ordered_id(), KLASS, DATA)
         puts.append(time.perf_counter() - began)
         began = time.perf_counter()
-        jobs = engine.pop(queue, WORKER, 1)
-        if not jobs:
-            raise BenchError(f"pop from {queue!r} found nothing at depth")
-        engine.complete_many([jobs[0].jid], WORKER, queue)
+        with sent.counting("pop_complete"):
+            jobs = engine.pop(queue, WORKER, 1)
+            if not jobs:
+                raise BenchError(f"pop from {queue!r} found nothing at depth")
+            engine.complete_many([jobs[0].jid], WORKER, queue)
         cycles.append(time.perf_counter() - began)
-    return cycles, puts
+    return cycles, puts, sent
+
+
+class _Sent:
+    """Requests an engine sent, by what it was doing (nothing where it does not count them)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self.counted: dict[str, int] | None = None if requests_sent(engine) is None else {}
+
+    @contextlib.contextmanager
+    def counting(self, what: str) -> Iterator[None]:
+        before = requests_sent(self._engine)
+        yield
+        after = requests_sent(self._engine)
+        if self.counted is not None and before is not None and after is not None:
+            self.counted[what] = self.counted.get(what, 0) + after - before
 
 
 def _status(engine: Engine) -> float:
@@ -156,11 +181,15 @@ def run_depth_bench(
         have = 0
         for depth in depths:
             progress.phase(f"fill to {depth:,}", depth - have)
+            sent_before = requests_sent(engine)
             rate = _fill(engine, names, depth - have, progress)
+            filled = depth - have
+            fill_sent = requests_sent(engine)
             have = depth
             cold = _status(engine)
             status = statistics.median(_status(engine) for _ in range(5))
-            cycles, puts = _pop_complete(engine, names, samples)
+            status_sent = requests_sent(engine)
+            cycles, puts, sent = _pop_complete(engine, names, samples)
             size = store.size()
             per_job = (size - empty) / depth if size is not None and empty is not None else None
             points.append(DepthPoint(
@@ -172,10 +201,29 @@ def run_depth_bench(
                 status_cold_ms=cold * 1000,
                 bytes_per_job=per_job,
                 rss_mb=_rss_mb(),
+                requests=_requests(sent, sent_before, fill_sent, status_sent, filled, samples),
             ))  # fmt: skip
     finally:
         engine.close()
     return DepthBenchResult(url=url, queues=queues, samples=samples, points=points)
+
+
+def _requests(
+    sent: _Sent,
+    before: int | None,
+    filled: int | None,
+    statused: int | None,
+    jobs: int,
+    samples: int,
+) -> dict[str, float] | None:
+    if sent.counted is None or before is None or filled is None or statused is None:
+        return None
+    return {
+        "fill_per_job": (filled - before) / jobs,
+        "pop_complete": sent.counted.get("pop_complete", 0) / samples,
+        "put": sent.counted.get("put", 0) / samples,
+        "status": (statused - filled) / 6,  # the cold one and the 5 of the median
+    }
 
 
 def depth_table(result: DepthBenchResult) -> Table:
@@ -184,12 +232,18 @@ def depth_table(result: DepthBenchResult) -> Table:
     for column in ("waiting jobs", "put_many jobs/s", "pop+complete p50 / p99 ms",
                    "put p50 / p99 ms", "status ms (cold)", "bytes/job", "RSS MB"):  # fmt: skip
         table.add_column(column, justify="right")
+    counted = any(p.requests is not None for p in result.points)
+    if counted:
+        table.add_column("requests: fill/job, pop+complete, put, status", justify="right")
     for p in result.points:
-        table.add_row(
+        row = [
             f"{p.depth:,}", f"{p.fill_jobs_per_s:,.0f}",
             f"{p.pop_complete_ms['p50']:.2f} / {p.pop_complete_ms['p99']:.2f}",
             f"{p.put_ms['p50']:.2f} / {p.put_ms['p99']:.2f}",
             f"{p.status_ms:.1f} ({p.status_cold_ms:.1f})",
             "" if p.bytes_per_job is None else f"{p.bytes_per_job:.0f}", f"{p.rss_mb:.1f}",
-        )  # fmt: skip
+        ]  # fmt: skip
+        if counted:
+            row.append(", ".join(f"{n:.2f}" for n in (p.requests or {}).values()))
+        table.add_row(*row)
     return table

@@ -12,10 +12,10 @@ import click
 from lanner.commands.bounded import BoundedInt
 from lanner.commands.common import connection_options, session
 from lanner.errors import ConfigError
+from lanner.eventloops import new_event_loop
 from lanner.kestrel import DEFAULT_PORT, KestrelServer
 from lanner.kestrel.processes import (
     DEFAULT_MAX_CONNECTIONS,
-    new_event_loop,
     raise_descriptor_limit,
     require_descriptors,
     reserve_port,

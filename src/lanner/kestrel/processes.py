@@ -1,5 +1,5 @@
 """What the processes of `lanner serve` need from the system: file descriptors for their
-connections, one port shared by several processes, and an event loop.
+connections, and one port shared by several processes (their event loop: eventloops.py).
 
 Each connection holds a file descriptor, and a process may open only so many (`ulimit -n`,
 often 1,024 by default): past that, accepting fails and clients hang in the listen queue.
@@ -15,7 +15,6 @@ servers, and when one ends (a `shutdown` request, a crash) it stops the others.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import multiprocessing
 import multiprocessing.process
@@ -81,16 +80,6 @@ def require_descriptors(connections: int) -> None:
             f"{limit.hard}): raise it (ulimit -n) or lower --max-connections to "
             f"{limit.connections} or less"
         )
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where it is installed (the `uvloop` extra), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
 
 
 def reserve_port(host: str, port: int) -> socket.socket:

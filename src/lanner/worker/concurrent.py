@@ -53,6 +53,7 @@ from lanner.errors import (
     TaskFailed,
     TimeLimitExceeded,
 )
+from lanner.eventloops import new_event_loop
 from lanner.instruments import Run
 from lanner.job import Job, JobState
 from lanner.queues import QueueConfig
@@ -154,7 +155,7 @@ class ConcurrentLoop(WorkerLoop):
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> str:
         """Run until stopped or a limit is reached; return why ('stopped', 'max-tasks', ...)."""
-        loop = _new_event_loop()
+        loop = new_event_loop()
         # A task that forks leaves a copy of this loop in the child: it must run no other
         # job there, nor act as the worker. The copy's loop stops after its current turn,
         # and any of its paths back to the worker's code leaves at once (_exit_if_forked).
@@ -561,13 +562,3 @@ def _stop_if_running(loop: weakref.ref[asyncio.AbstractEventLoop]) -> None:
     running = loop()
     if running is not None and running.is_running():
         running.stop()
-
-
-def _new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop's loop where it is installed (the `uvloop` extra), else asyncio's."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop

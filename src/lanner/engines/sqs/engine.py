@@ -37,18 +37,7 @@ from typing import Final
 
 from lanner import checks
 from lanner.engine import CONFIG_DEFAULTS, Capability, Engine, lease_queue
-from lanner.engines.sqs import receive
-from lanner.engines.sqs.batches import (
-    MAX_DELAY,
-    Outcome,
-    Outgoing,
-    Settling,
-    change_visibility,
-    delete,
-    raise_unsent,
-    send,
-    whole_seconds_delay,
-)
+from lanner.engines.sqs.batches import Outcome, Settling, change_visibility, delete
 from lanner.engines.sqs.connection import (
     MAX_VISIBILITY,
     SQSClient,
@@ -58,9 +47,11 @@ from lanner.engines.sqs.connection import (
     parse_url,
 )
 from lanner.engines.sqs.counts import COUNT_ATTRIBUTES, CountsCache, from_attributes
-from lanner.engines.sqs.messages import FAILURE_ROOM, Body, dead_letter
+from lanner.engines.sqs.messages import FAILURE_ROOM, Body
+from lanner.engines.sqs.outbox import Outbox, scheduled
 from lanner.engines.sqs.queues import QueueDirectory
 from lanner.engines.sqs.receipts import Receipt, Receipts
+from lanner.engines.sqs.receive import Receiver
 from lanner.errors import LockLost, MalformedArgument, PayloadTooLarge, Unsupported
 from lanner.job import Job
 from lanner.records import DEFAULT_RETRIES, ConfigValue, JobPage, QueueCounts
@@ -96,6 +87,17 @@ class SQSEngine(Engine):
         self.directory = QueueDirectory(self.client, self.options)
         self.counts = CountsCache(self.options.counts_cache_sec)
         self.receipts = Receipts()
+        self.outbox = Outbox(
+            self.client, self.directory, self.counts, self.options.max_message_bytes
+        )
+        self.receiver = Receiver(
+            self.client,
+            self.directory,
+            self.counts,
+            self.receipts,
+            self.outbox,
+            self.options.read_timeout,
+        )
 
     @property
     def max_data_bytes(self) -> int:
@@ -155,7 +157,7 @@ class SQSEngine(Engine):
             self.directory.sqs_name(job.queue)  # every name checked before any request
             retries = DEFAULT_RETRIES if job.retries is None else job.retries
             body = Body(job.jid, job.klass, job.queue, job.data, retries, retries, checked.now)
-            bodies.append(self.scheduled(body, job.delay, checked.now))
+            bodies.append(scheduled(body, job.delay, checked.now))
         self._check_sizes(command, [body for body, _ in bodies], self.options.max_message_bytes)
         by_queue: dict[str, list[tuple[Body, int]]] = {}
         for body, delay in bodies:
@@ -164,7 +166,7 @@ class SQSEngine(Engine):
             limit = self.directory.info(queue).max_message_bytes
             self._check_sizes(command, [body for body, _ in entries], limit)
         for queue, entries in by_queue.items():  # ... before anything is sent
-            self.send_jobs(queue, entries, "jobs")
+            self.outbox.send_jobs(queue, entries, "jobs")
         return [job.jid for job in checked.jobs]
 
     def _check_sizes(self, command: str, bodies: list[Body], limit: int) -> None:
@@ -178,38 +180,9 @@ class SQSEngine(Engine):
                     f"{FAILURE_ROOM} kept for a dead letter's failure); nothing was sent"
                 )
 
-    def scheduled(self, body: Body, delay: float, now: float) -> tuple[Body, int]:
-        """The body and DelaySeconds of a job due `delay` seconds from `now`: past SQS's
-        900 s, the body carries when it is due and is sent again until then."""
-        if delay > MAX_DELAY:
-            return body.again(due=now + delay), MAX_DELAY
-        return body.again(due=None), whole_seconds_delay(delay)
-
-    def send_jobs(self, queue: str, entries: list[tuple[Body, int]], what: str) -> list[str]:
-        """Send job bodies (each with its DelaySeconds) to `queue`; the jids sent."""
-        url = self.directory.info(queue).url
-        outgoing = [
-            Outgoing(str(index), body.encoded(), delay)
-            for index, (body, delay) in enumerate(entries)
-        ]
-        outcome = send(self.client, url, outgoing, self.options.max_message_bytes)
-        raise_unsent(outcome, what)
-        delayed = sum(1 for _, delay in entries if delay)
-        self.counts.sent(queue, len(entries) - delayed, delayed=False)
-        self.counts.sent(queue, delayed, delayed=True)
-        return [entries[int(key)][0].jid for key in outcome.done]
-
-    def send_dead_letters(self, queue: str, letters: list[str]) -> None:
-        """Send dead letters (encoded) to the dead-letter queue of `queue`."""
-        url = self.directory.dlq_url(queue)
-        outgoing = [Outgoing(str(index), text) for index, text in enumerate(letters)]
-        raise_unsent(
-            send(self.client, url, outgoing, self.options.max_message_bytes), "dead letters"
-        )
-
     # -- taking work ----------------------------------------------------------------------
     def _pop(self, command: checks.Pop) -> list[Job]:
-        return receive.pop(self, command)
+        return self.receiver.pop(command)
 
     def _peek(self, command: checks.Peek) -> list[Job]:
         raise Unsupported(self.name, "peek", Capability.LISTING.value)
@@ -274,11 +247,11 @@ class SQSEngine(Engine):
                 put=command.now,
                 released=0,
             )
-            entry = self.scheduled(body, command.delay, command.now)
+            entry = scheduled(body, command.delay, command.now)
             self._check_sizes(
                 "complete", [entry[0]], self.directory.info(command.next).max_message_bytes
             )
-            self.send_jobs(command.next, [entry], "jobs")
+            self.outbox.send_jobs(command.next, [entry], "jobs")
             state = "scheduled" if command.delay else "waiting"
         self._on_message(held, "complete", "delete_message")
         self.receipts.drop(command.jid, held)
@@ -314,10 +287,10 @@ class SQSEngine(Engine):
                 exhausted.append(receipt)
                 continue
             moved = body.again(remaining=remaining, released=body.released + 1)
-            again.append(self.scheduled(moved, command.delay, command.now))
-        sent = set(self.send_jobs(command.queue, again, "released jobs")) if again else set()
+            again.append(scheduled(moved, command.delay, command.now))
+        sent = set(self.outbox.send_jobs(command.queue, again, "released jobs")) if again else set()
         if exhausted:  # tried once too often: failed, as a lock running out would fail them
-            self.dead_letter_held(exhausted, None, None, command.worker, command.now)
+            self.outbox.dead_letter_held(exhausted, None, None, command.worker, command.now)
         settled = [r for r in held if r.body.jid in sent or r in exhausted]
         deleted = set(self.delete_held(settled))
         return [jid for jid in command.jids if jid in deleted and jid in sent]
@@ -326,43 +299,23 @@ class SQSEngine(Engine):
         held = self.receipts.held(command.jid, command.worker, "fail")
         if command.data is not None:
             held.body = held.body.again(data=command.data)
-        self.dead_letter_held([held], command.group, command.message, command.worker, command.now)
+        self.outbox.dead_letter_held(
+            [held], command.group, command.message, command.worker, command.now
+        )
         self._on_message(held, "fail", "delete_message")
         self.receipts.drop(command.jid, held)
-
-    def dead_letter_held(
-        self,
-        held: list[Receipt],
-        group: str | None,
-        message: str | None,
-        worker: str,
-        now: float,
-    ) -> None:
-        """Send held jobs to their queue's dead-letter queue (the default group and
-        message: retries exhausted). Their messages are deleted by the caller."""
-        if not held:
-            return
-        queue = held[0].queue
-        limit = self.directory.info(queue).max_message_bytes
-        failure = {
-            "group": group or f"failed-retries-{queue}",
-            "message": message or f'Job exhausted retries in queue "{queue}"',
-            "when": now,
-            "worker": worker,
-        }
-        self.send_dead_letters(queue, [dead_letter(r.body, failure, limit) for r in held])
 
     def _retry(self, command: checks.Retry) -> int:
         held = self.receipts.held(command.jid, command.worker, "retry", command.queue)
         remaining = held.body.remaining - 1
         if remaining < 0:
-            self.dead_letter_held(
+            self.outbox.dead_letter_held(
                 [held], command.group, command.message, command.worker, command.now
             )
         else:
             body = held.body.again(remaining=remaining, put=command.now)
-            self.send_jobs(
-                command.queue, [self.scheduled(body, command.delay, command.now)], "jobs"
+            self.outbox.send_jobs(
+                command.queue, [scheduled(body, command.delay, command.now)], "jobs"
             )
         self._on_message(held, "retry", "delete_message")
         self.receipts.drop(command.jid, held)

@@ -14,22 +14,27 @@ the queue's VisibilityTimeout, which every process sees. Each message is then on
   (or 900 s, then again), and not run;
 - not a lanner job at all (not JSON, not our envelope, damaged): dead-lettered with group
   `lanner-not-a-job` and the reason, its text kept; the worker never sees it.
+
+`Receiver` is given all it works with when the engine makes it: the client, the queue
+directory, the counts cache (told what each receive found), the receipts it holds jobs
+in, the outbox it sends again and dead-letters through, and the client's read timeout
+(which a long poll must stay under).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from lanner import checks
 from lanner.engines.sqs.batches import BATCH_LIMIT, MAX_DELAY, Settling, delete
-from lanner.engines.sqs.connection import MAX_WAIT_SECONDS
+from lanner.engines.sqs.connection import MAX_WAIT_SECONDS, SQSClient
+from lanner.engines.sqs.counts import CountsCache
 from lanner.engines.sqs.messages import NotAJob, decode, foreign_letter
-from lanner.engines.sqs.receipts import Receipt
+from lanner.engines.sqs.outbox import Outbox
+from lanner.engines.sqs.queues import QueueDirectory
+from lanner.engines.sqs.receipts import Receipt, Receipts
 from lanner.job import Job
-
-if TYPE_CHECKING:
-    from lanner.engines.sqs.engine import SQSEngine
 
 DUE_TOLERANCE: Final = 1.0
 """A message received this close to its due time runs: SQS delays are whole seconds, and
@@ -48,114 +53,132 @@ def wait_seconds(left: float, read_timeout: float) -> int:
     return min(longest, max(1, round(left)))
 
 
-def pop(engine: SQSEngine, command: checks.Pop) -> list[Job]:
-    info = engine.directory.info(command.queue)
-    deadline = time.monotonic() + command.wait
-    jobs: list[Job] = []
-    extra_rounds = -(-command.limit // BATCH_LIMIT)  # past the deadline: fill the count
-    while True:
-        wanted = min(BATCH_LIMIT, command.limit - len(jobs))
-        left = deadline - time.monotonic()
-        wait = 0 if jobs else wait_seconds(left, engine.options.read_timeout)
-        reply = engine.client.call(
-            "receive_message",
-            QueueUrl=info.url,
-            MaxNumberOfMessages=wanted,
-            WaitTimeSeconds=wait,
-            MessageSystemAttributeNames=["ApproximateReceiveCount"],
+class Receiver:
+    """Pops for the engine (see the module docstring); safe to share between threads."""
+
+    def __init__(
+        self,
+        client: SQSClient,
+        directory: QueueDirectory,
+        counts: CountsCache,
+        receipts: Receipts,
+        outbox: Outbox,
+        read_timeout: float,
+    ) -> None:
+        self.client = client
+        self.directory = directory
+        self.counts = counts
+        self.receipts = receipts
+        self.outbox = outbox
+        self.read_timeout = read_timeout
+
+    def pop(self, command: checks.Pop) -> list[Job]:
+        info = self.directory.info(command.queue)
+        deadline = time.monotonic() + command.wait
+        jobs: list[Job] = []
+        extra_rounds = -(-command.limit // BATCH_LIMIT)  # past the deadline: fill the count
+        while True:
+            wanted = min(BATCH_LIMIT, command.limit - len(jobs))
+            left = deadline - time.monotonic()
+            wait = 0 if jobs else wait_seconds(left, self.read_timeout)
+            reply = self.client.call(
+                "receive_message",
+                QueueUrl=info.url,
+                MaxNumberOfMessages=wanted,
+                WaitTimeSeconds=wait,
+                MessageSystemAttributeNames=["ApproximateReceiveCount"],
+            )
+            messages: list[dict[str, Any]] = reply.get("Messages", [])
+            self.counts.received(command.queue, len(messages), wanted)
+            now = time.time() if command.now is None else command.now
+            jobs += self._sort(command, info.url, info.lease, messages, now)
+            if len(jobs) >= command.limit:
+                return jobs
+            if time.monotonic() >= deadline:
+                extra_rounds -= 1
+            if (
+                len(messages) < wanted and (jobs or time.monotonic() >= deadline)
+            ) or extra_rounds < 0:
+                return jobs
+
+    def _sort(
+        self,
+        command: checks.Pop,
+        url: str,
+        lease: int,
+        messages: list[dict[str, Any]],
+        now: float,
+    ) -> list[Job]:
+        """The jobs among received messages; the others are settled here (see the docstring)."""
+        jobs: list[Job] = []
+        late: list[Receipt] = []
+        exhausted: list[Receipt] = []
+        foreign: list[tuple[dict[str, Any], str]] = []
+        for message in messages:
+            try:
+                body = decode(str(message.get("Body", "")))
+            except NotAJob as why:
+                foreign.append((message, str(why)))
+                continue
+            if body.queue != command.queue:  # moved here by hand (a redrive): it is this queue's
+                body = body.again(queue=command.queue)
+            deliveries = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
+            body = body.again(remaining=body.remaining - max(0, deliveries - 1))
+            receipt = Receipt(
+                command.queue, url, str(message["ReceiptHandle"]), body, command.worker,
+                now + lease, lease,
+            )  # fmt: skip
+            if body.due is not None and body.due > now + DUE_TOLERANCE:
+                late.append(receipt)
+            elif body.remaining < 0:
+                exhausted.append(receipt)
+            else:
+                self.receipts.hold(receipt)
+                jobs.append(body.job(command.worker, now, now + lease, body.remaining))
+        if late:
+            self._delay_again(command.queue, late, now)
+        if exhausted:
+            self.outbox.dead_letter_held(exhausted, None, None, command.worker, now)
+            self._delete(url, exhausted)
+        if foreign:
+            self._dead_letter_foreign(command, url, foreign, now)
+        return jobs
+
+    def _delay_again(self, queue: str, late: list[Receipt], now: float) -> None:
+        """Send not-yet-due jobs again, out of sight until due (or 900 s), then delete these."""
+        entries = []
+        for receipt in late:
+            due = receipt.body.due or now
+            delay = min(MAX_DELAY, max(0, round(due - now)))
+            entries.append((receipt.body, delay))
+        sent = set(self.outbox.send_jobs(queue, entries, "delayed jobs"))
+        self._delete(late[0].url, [r for r in late if r.body.jid in sent])
+
+    def _dead_letter_foreign(
+        self,
+        command: checks.Pop,
+        url: str,
+        foreign: list[tuple[dict[str, Any], str]],
+        now: float,
+    ) -> None:
+        limit = self.directory.info(command.queue).max_message_bytes
+        letters = []
+        for message, why in foreign:
+            message_id = message.get("MessageId", "?")
+            failure = {
+                "group": NOT_A_JOB,
+                "message": f"SQS message {message_id} is not a lanner job: {why}",
+                "when": now,
+                "worker": command.worker,
+            }
+            letters.append(foreign_letter(str(message.get("Body", "")), failure, limit))
+        self.outbox.send_dead_letters(command.queue, letters)
+        delete(
+            self.client,
+            url,
+            [Settling(str(i), str(m["ReceiptHandle"])) for i, (m, _) in enumerate(foreign)],
         )
-        messages: list[dict[str, Any]] = reply.get("Messages", [])
-        engine.counts.received(command.queue, len(messages), wanted)
-        now = time.time() if command.now is None else command.now
-        jobs += _sort(engine, command, info.url, info.lease, messages, now)
-        if len(jobs) >= command.limit:
-            return jobs
-        if time.monotonic() >= deadline:
-            extra_rounds -= 1
-        if (len(messages) < wanted and (jobs or time.monotonic() >= deadline)) or extra_rounds < 0:
-            return jobs
 
-
-def _sort(
-    engine: SQSEngine,
-    command: checks.Pop,
-    url: str,
-    lease: int,
-    messages: list[dict[str, Any]],
-    now: float,
-) -> list[Job]:
-    """The jobs among received messages; the others are settled here (see the docstring)."""
-    jobs: list[Job] = []
-    late: list[Receipt] = []
-    exhausted: list[Receipt] = []
-    foreign: list[tuple[dict[str, Any], str]] = []
-    for message in messages:
-        try:
-            body = decode(str(message.get("Body", "")))
-        except NotAJob as why:
-            foreign.append((message, str(why)))
-            continue
-        if body.queue != command.queue:  # moved here by hand (a redrive): it is this queue's
-            body = body.again(queue=command.queue)
-        deliveries = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
-        body = body.again(remaining=body.remaining - max(0, deliveries - 1))
-        receipt = Receipt(
-            command.queue, url, str(message["ReceiptHandle"]), body, command.worker,
-            now + lease, lease,
-        )  # fmt: skip
-        if body.due is not None and body.due > now + DUE_TOLERANCE:
-            late.append(receipt)
-        elif body.remaining < 0:
-            exhausted.append(receipt)
-        else:
-            engine.receipts.hold(receipt)
-            jobs.append(body.job(command.worker, now, now + lease, body.remaining))
-    if late:
-        _delay_again(engine, command.queue, late, now)
-    if exhausted:
-        engine.dead_letter_held(exhausted, None, None, command.worker, now)
-        _delete(engine, url, exhausted)
-    if foreign:
-        _dead_letter_foreign(engine, command, url, foreign, now)
-    return jobs
-
-
-def _delay_again(engine: SQSEngine, queue: str, late: list[Receipt], now: float) -> None:
-    """Send not-yet-due jobs again, out of sight until due (or 900 s), then delete these."""
-    entries = []
-    for receipt in late:
-        due = receipt.body.due or now
-        delay = min(MAX_DELAY, max(0, round(due - now)))
-        entries.append((receipt.body, delay))
-    sent = set(engine.send_jobs(queue, entries, "delayed jobs"))
-    _delete(engine, late[0].url, [r for r in late if r.body.jid in sent])
-
-
-def _dead_letter_foreign(
-    engine: SQSEngine,
-    command: checks.Pop,
-    url: str,
-    foreign: list[tuple[dict[str, Any], str]],
-    now: float,
-) -> None:
-    limit = engine.directory.info(command.queue).max_message_bytes
-    letters = []
-    for message, why in foreign:
-        failure = {
-            "group": NOT_A_JOB,
-            "message": f"SQS message {message.get('MessageId', '?')} is not a lanner job: {why}",
-            "when": now,
-            "worker": command.worker,
-        }
-        letters.append(foreign_letter(str(message.get("Body", "")), failure, limit))
-    engine.send_dead_letters(command.queue, letters)
-    delete(
-        engine.client,
-        url,
-        [Settling(str(i), str(m["ReceiptHandle"])) for i, (m, _) in enumerate(foreign)],
-    )
-
-
-def _delete(engine: SQSEngine, url: str, held: list[Receipt]) -> None:
-    if held:
-        delete(engine.client, url, [Settling(str(i), r.handle) for i, r in enumerate(held)])
+    def _delete(self, url: str, held: list[Receipt]) -> None:
+        if held:
+            delete(self.client, url, [Settling(str(i), r.handle) for i, r in enumerate(held)])
