@@ -356,6 +356,12 @@ class WorkerPool:
         # stop signals wait too, until the child is registered: a stop then tells it.
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
+            # A stop signal that came just before the block has had its handler run by now
+            # (pthread_sigmask runs pending handlers): a child forked after it is never told.
+            if self._stopping_since is not None:
+                receive.close()
+                send.close()
+                return
             try:
                 process.start()
             except BaseException:
