@@ -42,7 +42,7 @@ from typing import Any, Final
 from redis.exceptions import ResponseError
 
 from lanner import checks
-from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
+from lanner.engine import Capability, Engine
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
 from lanner.engines.redis.caller import LuaCaller
@@ -142,21 +142,11 @@ class RedisEngine(Engine):
     # -- configuration --------------------------------------------------------------------
     def _config_get(self, key: str) -> ConfigValue | None:
         with unreachable(self.address):
-            value = self._client.hget(_CONFIG_KEY, key)
-        if value is None:
-            return CONFIG_DEFAULTS.get(key)
-        return replies.config_value(replies.decoded(value))
+            return replies.setting(key, self._client.hget(_CONFIG_KEY, key))
 
     def _config_all(self) -> dict[str, ConfigValue]:
-        # Read directly: the core's own defaults name qless as the application.
         with unreachable(self.address):
-            stored = self._client.hgetall(_CONFIG_KEY)
-        merged: dict[str, ConfigValue] = dict(CONFIG_DEFAULTS)
-        merged.update(
-            (replies.decoded(key), replies.config_value(replies.decoded(value)))
-            for key, value in stored.items()
-        )
-        return merged
+            return replies.settings(self._client.hgetall(_CONFIG_KEY))
 
     def _config_set(self, setting: checks.Setting, now: float) -> None:
         self._call("config.set", now, setting.key, setting.value, name="config_set")

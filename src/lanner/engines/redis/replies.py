@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from lanner import fastjson
+from lanner.engine import CONFIG_DEFAULTS
 from lanner.errors import (
     EngineUnavailable,
     InvalidState,
@@ -162,6 +163,21 @@ def outcomes(reply: Any) -> list[JobOutcome]:
         )  # fmt: skip
         found.append(JobOutcome(jid, state, result or None, shown))
     return found
+
+
+def setting(key: str, stored: Any) -> ConfigValue | None:
+    """A setting as the config hash holds it (None: not set), or its default."""
+    if stored is None:
+        return CONFIG_DEFAULTS.get(key)
+    return config_value(decoded(stored))
+
+
+def settings(stored: Mapping[Any, Any]) -> dict[str, ConfigValue]:
+    """Every setting: the defaults, then what the config hash holds (read directly: the
+    core's own defaults name qless as the application)."""
+    merged: dict[str, ConfigValue] = dict(CONFIG_DEFAULTS)
+    merged.update((decoded(k), config_value(decoded(v))) for k, v in stored.items())
+    return merged
 
 
 def config_value(text: str) -> ConfigValue:

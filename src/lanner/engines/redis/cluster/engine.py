@@ -27,7 +27,7 @@ from typing import Any, Final
 from redis.exceptions import ResponseError
 
 from lanner import checks
-from lanner.engine import CONFIG_DEFAULTS, Capability, Engine
+from lanner.engine import Capability, Engine
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
 from lanner.engines.redis.cluster import gather, transfer
@@ -203,20 +203,11 @@ class RedisClusterEngine(Engine):
     # -- configuration --------------------------------------------------------------------
     def _config_get(self, key_name: str) -> ConfigValue | None:
         with reachable(self.address):
-            value = self.client.hget(CONFIG, key_name)
-        if value is None:
-            return CONFIG_DEFAULTS.get(key_name)
-        return replies.config_value(replies.decoded(value))
+            return replies.setting(key_name, self.client.hget(CONFIG, key_name))
 
     def _config_all(self) -> dict[str, ConfigValue]:
         with reachable(self.address):
-            stored = self.client.hgetall(CONFIG)
-        merged: dict[str, ConfigValue] = dict(CONFIG_DEFAULTS)
-        merged.update(
-            (replies.decoded(k), replies.config_value(replies.decoded(v)))
-            for k, v in stored.items()
-        )
-        return merged
+            return replies.settings(self.client.hgetall(CONFIG))
 
     def _config_set(self, setting: checks.Setting, now: float) -> None:
         # The shared copy first: a partition registered from now on copies it.
