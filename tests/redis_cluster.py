@@ -9,6 +9,7 @@ port, and a short node timeout so that a failover takes seconds, not the default
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,10 @@ class RedisCluster:
         """`server(directory, args)` makes a conftest `RedisServer`, not yet started."""
         self.replicas = replicas
         self.nodes: list[Any] = []
+        self._bus: dict[int, int] = {}  # node port -> its cluster bus port
+        # A killed node's ports, kept bound until the cluster stops: a server another test
+        # run starts there would answer the survivors' gossip, and no failover comes.
+        self._held: list[socket.socket] = []
         for index in range(primaries * (1 + replicas)):
             bus = free_port()
             args = [
@@ -46,6 +51,7 @@ class RedisCluster:
                 "--cluster-replica-validity-factor", "0",
             ]  # fmt: skip
             self.nodes.append(server(directory / f"node-{index}", args))
+            self._bus[self.nodes[-1].port] = bus
         self.cli = shutil.which("redis-cli") or str(
             Path(self.nodes[0].binary).with_name("redis-cli")
         )
@@ -149,6 +155,15 @@ class RedisCluster:
         process, node.process = node.process, None
         process.kill()
         process.wait()
+        for held in (port, self._bus[port]):
+            holder = socket.socket()
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                holder.bind(("127.0.0.1", held))
+            except OSError:
+                holder.close()  # taken already: nothing to keep
+                continue
+            self._held.append(holder)
 
     def wait_taken_over(self, port: int) -> None:
         """Wait until a replica has taken over the slots of the dead node on `port`."""
@@ -184,3 +199,5 @@ class RedisCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+        for holder in self._held:
+            holder.close()
