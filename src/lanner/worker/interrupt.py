@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import logging
+import os
 import signal
 import threading
 import time
@@ -29,6 +31,9 @@ from types import FrameType
 from lanner.errors import TimeLimitExceeded
 
 ALARM_EARLY_SEC = 0.005
+ALARM_RETRY_SEC = 0.01
+"""How soon an alarm that found the task inside `logging` comes again."""
+_LOGGING_DIR = os.path.dirname(logging.__file__) + os.sep
 """An alarm this much before the time limit is not the timer's: a late stop()'s, ignored."""
 
 
@@ -63,7 +68,20 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     if running.cancel is not None:
         running.cancel(error)
         return
+    if _inside_logging(frame):
+        # logging's handlers catch every error of a record's formatting and print it as a
+        # "Logging error": raised there, the stop would be swallowed. Come back just after.
+        signal.setitimer(signal.ITIMER_REAL, ALARM_RETRY_SEC)
+        return
     raise error
+
+
+def _inside_logging(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_LOGGING_DIR):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextmanager

@@ -444,3 +444,33 @@ def test_a_stop_for_a_task_that_no_longer_runs_is_ignored() -> None:
         assert not interrupt.stop("b", lanner.JobCancelled("meant for b"))
         with pytest.raises(lanner.JobCancelled, match="meant for a"):
             stop_a_then_wait()
+
+
+def test_a_time_limit_that_fires_inside_logging_is_not_swallowed_by_it() -> None:
+    # logging prints an error raised while it formats a record ("--- Logging error ---")
+    # and goes on: an alarm landing there comes back once the record is written.
+    import logging
+
+    class Slow:
+        def __str__(self) -> str:
+            time.sleep(0.05)  # the alarm lands here, inside logging's formatting
+            return "slow"
+
+    logger = logging.getLogger("lanner.test.slow")
+    handler = logging.StreamHandler(open(os.devnull, "w"))  # noqa: SIM115
+    logger.addHandler(handler)
+    logger.propagate = False
+    started = time.monotonic()
+
+    def log_for_long() -> None:
+        with interrupt.running("a", 0.2):
+            while time.monotonic() - started < 30:
+                logger.warning(Slow())
+
+    try:
+        with pytest.raises(lanner.TimeLimitExceeded):
+            log_for_long()
+    finally:
+        logger.removeHandler(handler)
+        handler.stream.close()
+    assert time.monotonic() - started < 30
