@@ -32,7 +32,9 @@ from lanner.errors import TimeLimitExceeded
 
 ALARM_EARLY_SEC = 0.005
 ALARM_RETRY_SEC = 0.01
-"""How soon an alarm that found the task inside `logging` comes again."""
+"""How soon an alarm that found the task inside `logging` comes again..."""
+ALARM_RETRY_FOR_SEC = 1.0
+"""...for at most this long past the deadline: then it raises wherever the task is."""
 _LOGGING_DIR = os.path.dirname(logging.__file__) + os.sep
 """An alarm this much before the time limit is not the timer's: a late stop()'s, ignored."""
 
@@ -68,7 +70,8 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     if running.cancel is not None:
         running.cancel(error)
         return
-    if _inside_logging(frame):
+    late = time.monotonic() - running.deadline
+    if late < ALARM_RETRY_FOR_SEC and _inside_logging(frame):
         # logging's handlers catch every error of a record's formatting and print it as a
         # "Logging error": raised there, the stop would be swallowed. Come back just after.
         signal.setitimer(signal.ITIMER_REAL, ALARM_RETRY_SEC)
