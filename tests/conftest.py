@@ -349,14 +349,29 @@ class SentinelSetup:
         return f"redis+sentinel://{hosts}/{SENTINEL_PRIMARY}/0"
 
     def start(self) -> None:
-        """Start every server, and return once the Sentinels know the replica and each
+        """Start every server, and return once the Sentinels know the replicas and each
         other (a failover can then be agreed on)."""
         self.primary.start()
         for replica in self.replicas:
             replica.start()
         self._wait_for(self._replicas_synced, "the replicas to sync")
+        # Sentinels that never agree were seen once in CI, with nothing to say why; they
+        # are started again on fresh ports (and a fresh config) before giving up, and
+        # what each knew goes into the error.
+        for attempt in range(2):
+            self._start_sentinels(attempt)
+            try:
+                self._wait_for(self._sentinels_agree, "the Sentinels to know the replicas")
+                return
+            except RuntimeError:
+                seen = self._sentinels_seen()
+                self._stop_sentinels()
+                self.sentinel_ports = [_free_port() for _ in range(3)]
+        raise RuntimeError(f"the Sentinels never agreed, twice; last seen: {seen}")
+
+    def _start_sentinels(self, attempt: int) -> None:
         for index, port in enumerate(self.sentinel_ports):
-            folder = self.directory / f"sentinel-{index}"
+            folder = self.directory / f"sentinel-{attempt}-{index}"
             folder.mkdir(parents=True, exist_ok=True)
             config = folder / "sentinel.conf"  # rewritten by the Sentinel as it learns
             config.write_text(
@@ -373,7 +388,42 @@ class SentinelSetup:
                     stderr=subprocess.DEVNULL,
                 )
             )
-        self._wait_for(self._sentinels_agree, "the Sentinels to know the replica and each other")
+
+    def _sentinels_seen(self) -> list[str]:
+        """What each Sentinel says of the primary, or why it says nothing, and its log's
+        last lines."""
+        import redis
+
+        seen = []
+        running = zip(self.sentinel_ports, self.sentinels, strict=True)
+        for index, (port, process) in enumerate(running):
+            if process.poll() is not None:
+                state = f"exited with {process.returncode}"
+            else:
+                try:
+                    with redis.Redis(port=port, socket_timeout=2, decode_responses=True) as one:
+                        found = one.sentinel_master(SENTINEL_PRIMARY)
+                    state = ", ".join(
+                        f"{key}={found.get(key)}"
+                        for key in ("ip", "port", "flags", "num-slaves", "num-other-sentinels")
+                    )
+                except redis.RedisError as error:
+                    state = f"no answer: {error}"
+            logs = sorted(self.directory.glob(f"sentinel-*-{index}/sentinel.log"))
+            tail = logs[-1].read_text(errors="replace").splitlines()[-5:] if logs else []
+            seen.append(f"sentinel on {port}: {state}; log: {' | '.join(tail)}")
+        return seen
+
+    def _stop_sentinels(self) -> None:
+        for process in self.sentinels:
+            process.terminate()
+        for process in self.sentinels:
+            try:
+                process.wait(timeout=START_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.sentinels = []
 
     def primary_port(self) -> int | None:
         """The port of the primary a Sentinel names now (None: none answers)."""
@@ -472,15 +522,7 @@ class SentinelSetup:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        for process in self.sentinels:
-            process.terminate()
-        for process in self.sentinels:
-            try:
-                process.wait(timeout=START_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        self.sentinels = []
+        self._stop_sentinels()
         for replica in self.replicas:
             replica.stop()
         self.primary.stop()
