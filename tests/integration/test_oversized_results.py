@@ -7,8 +7,7 @@ The engines' `max_data_bytes` is set small through the broker URL, so the result
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,8 @@ from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.taskfunction import TaskFunction
 from lanner.worker.pool import WorkerPool
+
+from .pool_support import run_until
 
 pytestmark = pytest.mark.slow
 
@@ -92,10 +93,3 @@ def test_a_pool_process_goes_on_after_a_result_too_large(app: App) -> None:
 
 
 FINISHED = (JobState.COMPLETE, JobState.FAILED)
-
-
-def run_until(pool: WorkerPool, done: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        pool.supervise(timeout=0.05)
