@@ -1,6 +1,6 @@
 """What the pool tests share: a task module's `Work` task, a running pool, job checks; for
-tests whose tasks are defined in the test itself, a store per engine, pools started once
-the tasks are defined, and waiting on a pool's progress."""
+tests whose tasks are defined in the test itself, pools started once the tasks are
+defined, and waiting on a pool's progress."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from lanner import JobState
 from lanner.app import App
@@ -56,19 +54,6 @@ def all_complete(ws: Workspace, jids: Sequence[str]) -> bool:
 
 def states(ws: Workspace, jids: Sequence[str]) -> str:
     return "\n".join(f"{jid}: {ws.job(jid).state} {ws.job(jid).failure}" for jid in jids)
-
-
-def sqlite_or_redis(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The broker URL of a fixture parametrized over "sqlite" and "redis": a new SQLite file,
-    or the session's Redis emptied."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'lanner.db'}"
-    import redis
-
-    url: str = request.getfixturevalue("redis_url")
-    with redis.Redis.from_url(url) as client:
-        client.flushdb()
-    return url
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.taskfunction import TaskFunction
 from lanner.worker.pool import WorkerPool
+from stores import sqlite_or_redis
 
 from .pool_support import run_until
 
@@ -30,15 +31,7 @@ QUEUE = QueueConfig("results", batch_size=10, visibility_timeout_sec=120, long_p
 
 @pytest.fixture(params=["sqlite", "redis"])
 def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'lanner.db'}?max_data_bytes={LIMIT}"
-    else:
-        import redis
-
-        base: str = request.getfixturevalue("redis_url")
-        with redis.Redis.from_url(base) as client:
-            client.flushdb()
-        url = f"{base}?max_data_bytes={LIMIT}"
+    url = f"{sqlite_or_redis(request, tmp_path)}?max_data_bytes={LIMIT}"
     made = App(url, settings=Settings(broker=url), queues=[QUEUE], results=True)
     yield made
     made.close()

@@ -18,8 +18,9 @@ from lanner.operations import drain
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.worker.pool import WorkerPool
+from stores import sqlite_or_redis
 
-from .pool_support import lines, note, pool_starter, run_until, sqlite_or_redis
+from .pool_support import lines, note, pool_starter, run_until
 
 pytestmark = pytest.mark.slow
 

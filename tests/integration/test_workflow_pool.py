@@ -15,8 +15,9 @@ from lanner.app import App
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.worker.pool import WorkerPool
+from stores import sqlite_or_redis
 
-from .pool_support import lines, note, pool_starter, run_until, sqlite_or_redis
+from .pool_support import lines, note, pool_starter, run_until
 
 pytestmark = pytest.mark.timeout(120, method="thread")
 
