@@ -29,7 +29,7 @@ _MAPS = "its `__init__` maps the modules"
 # Modules no reader looks for in the map, with why.
 UNLISTED = {
     "__main__.py": "`python -m lanner`, the command line's other door",
-    "_version.py": "the version, written by the build",
+    "_version.py": "the version string, read by the build backend",
     "contrib/django/migrations/": "Django's migrations, named by Django's own rule",
 }
 
