@@ -22,22 +22,7 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from chaos.test_sentinel_failover import (
-    AFTER,
-    BEFORE,
-    FILLER_MB,
-    PATIENT,
-    STALLED,
-    Outcome,
-    record,
-    runs,
-)
-from lanner.app import App
-from lanner.errors import EngineUnavailable
-from lanner.queues import QueueConfig
-from lanner.settings import Settings
-from lanner.taskfunction import TaskFunction
-from lanner.worker.pool import WorkerPool
+from chaos.failover import FILLER_MB, PATIENT, Outcome, failover_run
 from redis_cluster import READY_TIMEOUT, RedisCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -72,67 +57,35 @@ def wait_until_primary(port: int) -> None:
         time.sleep(0.1)
 
 
-def failover_run(cluster: RedisCluster, options: str, tmp_path: Path, name: str) -> Outcome:
-    """Publish and drain; stop a replica, publish, kill the primary, go on."""
+def cluster_run(cluster: RedisCluster, options: str, tmp_path: Path, name: str) -> Outcome:
+    """Stop a replica of the queue's primary, publish, kill the primary, go on once a
+    replica took over."""
     queue = cluster.spread_queues(per_primary=1)[0]
-    queues = [QueueConfig(queue, priority=10, visibility_timeout_sec=5, long_poll_time_sec=0.2)]
-    url = f"{cluster.url}?{PATIENT}&{options}"
-    out = tmp_path / "runs.txt"
-    app = App(url, settings=Settings(broker=url), queues=queues)
-    task: TaskFunction[[str, int], None] = app.task(queue=queue, name=f"{__name__}.{name}")(record)
-    acknowledged: set[int] = set()
-    stalled: set[int] = set()
-    pool = WorkerPool(app, concurrency=2, queues=queues)
-    pool.start()
-    try:
 
-        def publish(numbers: range, into: set[int], delay: float = 0.0) -> None:
-            for n in numbers:
-                try:
-                    app.publish_many([task.options(delay=delay).message(str(out), n)])
-                except EngineUnavailable:
-                    continue  # not acknowledged: the publisher knows to try again
-                into.add(n)
-                pool.supervise(timeout=0.005)
-
-        publish(range(BEFORE), acknowledged)
+    def fail_over(publish_stalled: Callable[[], None]) -> None:
         victim = cluster.owner(queue)
         lagging, *keeping_up = cluster.replicas_of(victim)
         stopped = lagging.process
         os.kill(stopped.pid, signal.SIGSTOP)
         try:
             fill_the_replication_link(victim)
-            # Delayed, so that the pool cannot run them before the failover.
-            publish(range(BEFORE, BEFORE + STALLED), stalled, delay=3.0)
+            publish_stalled()
             cluster.crash(victim)
             for replica in keeping_up:  # promoted while the lagging one cannot compete
                 wait_until_primary(replica.port)
         finally:
             os.kill(stopped.pid, signal.SIGCONT)
         cluster.wait_taken_over(victim)
-        acknowledged |= stalled
-        publish(range(BEFORE + STALLED, BEFORE + STALLED + AFTER), acknowledged)
-        deadline = time.monotonic() + 120
-        # Done when every job kept has run: the lost are acknowledged jobs the new primary
-        # never had, so the pool is drained when its queue is.
-        while time.monotonic() < deadline:
-            pool.supervise(timeout=0.1)
-            counts = app.engine.queue_counts(queue)
-            if counts.waiting + counts.running + counts.scheduled + counts.stalled == 0:
-                break
-        else:
-            raise AssertionError(f"the pool did not drain in time: {counts}")
-    finally:
-        pool.terminate(timeout=5)
-        app.close()
-    return Outcome(acknowledged, stalled, runs(out))
+
+    url = f"{cluster.url}?{PATIENT}&{options}"
+    return failover_run(url, queue, tmp_path, f"{__name__}.{name}", fail_over)
 
 
 def test_without_wait_a_failover_loses_what_no_replica_had(
     redis_cluster_factory: Callable[..., RedisCluster], tmp_path: Path
 ) -> None:
     cluster = redis_cluster_factory(primaries=3, replicas=1)
-    outcome = failover_run(cluster, "wait=0", tmp_path, "no_wait")
+    outcome = cluster_run(cluster, "wait=0", tmp_path, "no_wait")
     print(outcome.line())
     assert outcome.lost, f"nothing lost: the window was not opened ({outcome.line()})"
     assert outcome.lost <= outcome.stalled, outcome.line()
@@ -143,7 +96,7 @@ def test_with_wait_a_failover_loses_nothing(
 ) -> None:
     # Two replicas of each primary: one is stopped, the other keeps up and is promoted.
     cluster = redis_cluster_factory(primaries=3, replicas=2)
-    outcome = failover_run(cluster, "wait=1&wait_timeout=2", tmp_path, "wait_one")
+    outcome = cluster_run(cluster, "wait=1&wait_timeout=2", tmp_path, "wait_one")
     print(outcome.line())
     assert outcome.stalled, outcome.line()
     assert outcome.lost == set(), outcome.line()

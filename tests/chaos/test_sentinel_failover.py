@@ -16,30 +16,16 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 import redis
 
-from lanner.app import App
-from lanner.errors import EngineUnavailable
-from lanner.queues import QueueConfig
-from lanner.settings import Settings
-from lanner.taskfunction import TaskFunction
-from lanner.worker.pool import WorkerPool
+from chaos.failover import AFTER, BEFORE, FILLER_MB, PATIENT, STALLED, Outcome, failover_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
-
-QUEUES = [QueueConfig("work", priority=10, visibility_timeout_sec=5, long_poll_time_sec=0.2)]
-# Commands retried long enough to ride out the failover on a loaded machine.
-PATIENT = "retries=200&backoff_cap=0.5"
-BEFORE, STALLED, AFTER = 100, 40, 100
-FILLER_MB = 24
 
 
 class Server(Protocol):
@@ -62,33 +48,6 @@ class Sentinels(Protocol):
     def wait_for_failover(self, old_port: int, timeout: float = 90.0) -> int: ...
 
 
-@dataclass
-class Outcome:
-    acknowledged: set[int]  # jobs whose publish returned
-    stalled: set[int]  # ... of those, the ones acknowledged while the replica was stopped
-    runs: Counter[int]  # how many times each job ran
-
-    @property
-    def lost(self) -> set[int]:
-        return self.acknowledged - set(self.runs)
-
-    def line(self) -> str:
-        again = sum(1 for count in self.runs.values() if count > 1)
-        return (
-            f"acknowledged {len(self.acknowledged)}, in the stall {len(self.stalled)}, "
-            f"lost {len(self.lost)}, ran more than once {again}"
-        )
-
-
-def record(path: str, n: int) -> None:
-    with open(path, "a") as out:
-        out.write(f"{n}\n")
-
-
-def runs(path: Path) -> Counter[int]:
-    return Counter(int(line) for line in path.read_text().split()) if path.exists() else Counter()
-
-
 def fill_the_replication_link(setup: Sentinels) -> None:
     """Write more than the kernel's socket buffers hold to the primary (a stopped replica
     reads none of it), so that the replication of what follows stays in the primary."""
@@ -99,61 +58,33 @@ def fill_the_replication_link(setup: Sentinels) -> None:
             primary.set(f"filler:{part}", b"x" * 1024 * 1024)
 
 
-def failover_run(setup: Sentinels, options: str, tmp_path: Path, name: str) -> Outcome:
-    """Publish and drain; stop the replica to promote, publish, kill the primary, go on."""
-    url = f"{setup.url}?{PATIENT}&{options}"
-    out = tmp_path / "runs.txt"
-    app = App(url, settings=Settings(broker=url), queues=QUEUES)
-    task: TaskFunction[[str, int], None] = app.task(queue="work", name=f"{__name__}.{name}")(record)
-    acknowledged: set[int] = set()
-    stalled: set[int] = set()
-    pool = WorkerPool(app, concurrency=2, queues=QUEUES)
-    pool.start()
-    try:
+def sentinel_run(setup: Sentinels, options: str, tmp_path: Path, name: str) -> Outcome:
+    """Stop the replica to promote, publish, kill the primary, go on; the failover is seen
+    through once the last jobs are published (they ride it out on retries)."""
+    killed: list[int] = []
 
-        def publish(numbers: range, into: set[int], delay: float = 0.0) -> None:
-            for n in numbers:
-                try:
-                    app.publish_many([task.options(delay=delay).message(str(out), n)])
-                except EngineUnavailable:
-                    continue  # not acknowledged: the publisher knows to try again
-                into.add(n)
-                pool.supervise(timeout=0.005)
-
-        publish(range(BEFORE), acknowledged)
+    def fail_over(publish_stalled: Callable[[], None]) -> None:
         lagging = setup.replicas[0]
         os.kill(lagging.process.pid, signal.SIGSTOP)
         try:
             fill_the_replication_link(setup)
-            # Delayed, so that the pool cannot run them before the failover.
-            publish(range(BEFORE, BEFORE + STALLED), stalled, delay=3.0)
-            old = setup.kill_primary()
+            publish_stalled()
+            killed.append(setup.kill_primary())
         finally:
             os.kill(lagging.process.pid, signal.SIGCONT)
-        acknowledged |= stalled
-        publish(range(BEFORE + STALLED, BEFORE + STALLED + AFTER), acknowledged)
-        setup.wait_for_failover(old)
-        deadline = time.monotonic() + 120
-        # Done when every job kept has run: the lost are acknowledged jobs the new primary
-        # never had, so the pool is drained when its queue is.
-        while time.monotonic() < deadline:
-            pool.supervise(timeout=0.1)
-            counts = app.engine.queue_counts("work")
-            if counts.waiting + counts.running + counts.scheduled + counts.stalled == 0:
-                break
-        else:
-            raise AssertionError(f"the pool did not drain in time: {counts}")
-    finally:
-        pool.terminate(timeout=5)
-        app.close()
-    return Outcome(acknowledged, stalled, runs(out))
+
+    url = f"{setup.url}?{PATIENT}&{options}"
+    return failover_run(
+        url, "work", tmp_path, f"{__name__}.{name}", fail_over,
+        settle=lambda: setup.wait_for_failover(killed[0]),
+    )  # fmt: skip
 
 
 def test_without_wait_a_failover_loses_only_what_no_replica_had(
     sentinel_factory: Callable[..., Sentinels], tmp_path: Path
 ) -> None:
     setup = sentinel_factory(replicas=1)
-    outcome = failover_run(setup, "wait=0", tmp_path, "no_wait")
+    outcome = sentinel_run(setup, "wait=0", tmp_path, "no_wait")
     print(outcome.line())
     assert outcome.lost <= outcome.stalled, outcome.line()
     assert set(outcome.runs) <= outcome.acknowledged | set(range(BEFORE + STALLED + AFTER))
@@ -165,6 +96,6 @@ def test_with_wait_a_failover_loses_nothing(
     # Two replicas: one is stopped, the other keeps up (and so confirms every WAIT). The
     # Sentinels promote the one that has the most, and the new primary keeps a replica.
     setup = sentinel_factory(replicas=2)
-    outcome = failover_run(setup, "wait=1&wait_timeout=2", tmp_path, "wait_one")
+    outcome = sentinel_run(setup, "wait=1&wait_timeout=2", tmp_path, "wait_one")
     print(outcome.line())
     assert outcome.lost == set(), outcome.line()

@@ -19,16 +19,7 @@ import pytest
 
 import lanner
 from lanner import Engine
-
-
-def _fresh_redis(request: pytest.FixtureRequest, tmp: Path) -> str:
-    """The session's Redis server (tests/conftest.py), its database emptied for this test."""
-    import redis
-
-    url: str = request.getfixturevalue("redis_url")
-    with redis.Redis.from_url(url) as client:
-        client.flushdb()
-    return url
+from stores import fresh_redis
 
 
 def _fresh_sentinel(request: pytest.FixtureRequest, tmp: Path) -> str:
@@ -39,13 +30,6 @@ def _fresh_sentinel(request: pytest.FixtureRequest, tmp: Path) -> str:
     return url
 
 
-# Engine name -> how to make the URL of a fresh, empty store for one test (given the test's
-# request, to reach a server fixture only when that engine is tested, and its tmp_path).
-# Redis runs twice: with its Lua core as a function library (the default on Redis 7) and
-# as a script (EVALSHA, as on Redis 6.2 and for qless's clients), and once more through
-# Sentinel (a primary found by its name, with replicas), waiting for a replica's copy
-# of every durable write (the `wait` option) so that what it adds runs too.
-# as a script (EVALSHA, as on Redis 6.2 and for qless's clients).
 def _fresh_cluster(request: pytest.FixtureRequest, tmp: Path) -> str:
     """The session's replicated Redis Cluster (tests/conftest.py), every primary emptied
     for this test; with `wait=1`, as through Sentinel, so that every durable call of the
@@ -57,10 +41,17 @@ def _fresh_cluster(request: pytest.FixtureRequest, tmp: Path) -> str:
     return cluster.url + "?wait=1"
 
 
+# Engine name -> how to make the URL of a fresh, empty store for one test (given the test's
+# request, to reach a server fixture only when that engine is tested, and its tmp_path).
+# Redis runs twice: with its Lua core as a function library (the default on Redis 7) and
+# as a script (EVALSHA, as on Redis 6.2 and for qless's clients), and once more through
+# Sentinel (a primary found by its name, with replicas), waiting for a replica's copy
+# of every durable write (the `wait` option) so that what it adds runs too, and on a
+# replicated Redis Cluster with `wait` as well.
 STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
-    "redis": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=function",
-    "redis-script": lambda request, tmp: _fresh_redis(request, tmp) + "?lua=script",
+    "redis": lambda request, tmp: fresh_redis(request) + "?lua=function",
+    "redis-script": lambda request, tmp: fresh_redis(request) + "?lua=script",
     "redis-sentinel": lambda request, tmp: _fresh_sentinel(request, tmp) + "?wait=1",
     "redis-cluster": _fresh_cluster,
     "sqs": lambda request, tmp: str(request.getfixturevalue("sqs_fresh_url")),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,8 @@ from types import ModuleType
 
 import pytest
 from fastapi.testclient import TestClient
+
+from .workers import lanner_worker
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -49,34 +50,10 @@ def example(broker: str) -> Iterator[ModuleType]:
 def worker(broker: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`lanner worker -A fastapi_app:tasks -c 1 -t 4`, the example on its PYTHONPATH."""
     environment = {**os.environ, "PYTHONPATH": str(EXAMPLES), "LANNER_BROKER": broker}
-    with (tmp_path / "worker.log").open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "lanner",
-                "worker",
-                "-A",
-                "fastapi_app:tasks",
-                "-c",
-                "1",
-                "-t",
-                "4",
-            ],
-            cwd=tmp_path,
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    try:
+    with lanner_worker(
+        ["-A", "fastapi_app:tasks", "-c", "1", "-t", "4"], tmp_path, environment
+    ) as process:
         yield process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_the_api_publishes_and_reads_results_a_pool_makes(

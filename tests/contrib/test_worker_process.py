@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import lanner
 from lanner.contrib import otel
+
+from .workers import lanner_worker
 
 pytestmark = pytest.mark.slow
 
@@ -81,20 +80,8 @@ def worker(tmp_path: Path) -> Iterator[tuple[str, Path, Path]]:
     spans, events = tmp_path / "spans.jsonl", tmp_path / "events.jsonl"
     environment = {**os.environ, "LANNER_BROKER": url, "SPANS": str(spans),
                    "EVENTS": str(events), "PYTHONPATH": str(tmp_path)}  # fmt: skip
-    with (tmp_path / "worker.log").open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "lanner", "worker", "-A", "traced_tasks", "-c", "2"],
-            cwd=tmp_path, env=environment, stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
-    try:
+    with lanner_worker(["-A", "traced_tasks", "-c", "2"], tmp_path, environment):
         yield url, spans, events
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_a_pool_continues_the_trace_and_reports_the_error(

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import lanner
+from stores import fresh_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -101,7 +102,7 @@ def test_every_example_runs(page: Path, scratch: Path, request: pytest.FixtureRe
     try:
         for line, code in blocks(page):
             if _DEFAULT_REDIS.search(code):
-                redis_url = redis_url or _fresh_redis(request)
+                redis_url = redis_url or fresh_redis(request)
                 code = _DEFAULT_REDIS.sub(redis_url, code)
             if _SQS.search(code):
                 sqs_url = sqs_url or str(request.getfixturevalue("sqs_fresh_url"))
@@ -110,15 +111,6 @@ def test_every_example_runs(page: Path, scratch: Path, request: pytest.FixtureRe
             exec(compile("\n" * (line - 1) + code, str(page), "exec"), namespace)
     finally:
         _close(namespace)
-
-
-def _fresh_redis(request: pytest.FixtureRequest) -> str:
-    import redis
-
-    url: str = request.getfixturevalue("redis_url")
-    with redis.Redis.from_url(url) as client:
-        client.flushdb()
-    return url
 
 
 def _close(namespace: dict[str, Any]) -> None:

@@ -1,9 +1,13 @@
-"""What the pool tests share: a task module's `Work` task, a running pool, job checks."""
+"""What the pool tests share: a task module's `Work` task, a running pool, job checks; for
+tests whose tasks are defined in the test itself, pools started once the tasks are
+defined, and waiting on a pool's progress."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from lanner import JobState
@@ -50,3 +54,40 @@ def all_complete(ws: Workspace, jids: Sequence[str]) -> bool:
 
 def states(ws: Workspace, jids: Sequence[str]) -> str:
     return "\n".join(f"{jid}: {ws.job(jid).state} {ws.job(jid).failure}" for jid in jids)
+
+
+@contextmanager
+def pool_starter(app: App, **options: Any) -> Iterator[Callable[[], WorkerPool]]:
+    """Pools started when the test calls for them, once its tasks are defined (a pool's
+    children are forked with what the test defined by then); each terminated at the end."""
+    pools: list[WorkerPool] = []
+
+    def start() -> WorkerPool:
+        pools.append(WorkerPool(app, **options))
+        pools[-1].start()
+        return pools[-1]
+
+    try:
+        yield start
+    finally:
+        for pool in pools:
+            pool.terminate(timeout=5)
+
+
+def run_until(pool: WorkerPool, done: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """Supervise `pool` until `done()`; a generous deadline, for a busy machine."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        pool.supervise(timeout=0.05)
+
+
+def lines(path: Path) -> list[str]:
+    """The words a task wrote to `path` (none before it wrote)."""
+    return path.read_text().split() if path.exists() else []
+
+
+def note(path: str, text: str) -> None:
+    """What a task tells the test: a line appended to `path`."""
+    with open(path, "a") as out:
+        out.write(text + "\n")

@@ -7,8 +7,7 @@ The engines' `max_data_bytes` is set small through the broker URL, so the result
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,9 @@ from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.taskfunction import TaskFunction
 from lanner.worker.pool import WorkerPool
+from stores import sqlite_or_redis
+
+from .pool_support import run_until
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +31,7 @@ QUEUE = QueueConfig("results", batch_size=10, visibility_timeout_sec=120, long_p
 
 @pytest.fixture(params=["sqlite", "redis"])
 def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'lanner.db'}?max_data_bytes={LIMIT}"
-    else:
-        import redis
-
-        base: str = request.getfixturevalue("redis_url")
-        with redis.Redis.from_url(base) as client:
-            client.flushdb()
-        url = f"{base}?max_data_bytes={LIMIT}"
+    url = f"{sqlite_or_redis(request, tmp_path)}?max_data_bytes={LIMIT}"
     made = App(url, settings=Settings(broker=url), queues=[QUEUE], results=True)
     yield made
     made.close()
@@ -92,10 +86,3 @@ def test_a_pool_process_goes_on_after_a_result_too_large(app: App) -> None:
 
 
 FINISHED = (JobState.COMPLETE, JobState.FAILED)
-
-
-def run_until(pool: WorkerPool, done: Callable[[], bool], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        pool.supervise(timeout=0.05)

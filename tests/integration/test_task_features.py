@@ -18,27 +18,18 @@ from lanner.operations import drain
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.worker.pool import WorkerPool
+from stores import sqlite_or_redis
+
+from .pool_support import lines, note, pool_starter, run_until
 
 pytestmark = pytest.mark.slow
 
 QUEUE = QueueConfig("features", visibility_timeout_sec=120, long_poll_time_sec=0.2)
 
 
-def _fresh_redis(request: pytest.FixtureRequest) -> str:
-    import redis
-
-    url: str = request.getfixturevalue("redis_url")
-    with redis.Redis.from_url(url) as client:
-        client.flushdb()
-    return url
-
-
 @pytest.fixture(params=["sqlite", "redis"])
 def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'lanner.db'}"
-    else:
-        url = _fresh_redis(request)
+    url = sqlite_or_redis(request, tmp_path)
     settings = Settings(broker=url, retry_delay_multiple_sec=0.05, time_limit_grace_sec=1.0)
     made = App(url, settings=settings, queues=[QUEUE], results=True)
     yield made
@@ -47,33 +38,8 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
 
 @pytest.fixture
 def start_pool(app: App) -> Iterator[Callable[[], WorkerPool]]:
-    """Start the pool once the test's tasks are defined (its children are forked)."""
-    pools: list[WorkerPool] = []
-
-    def start() -> WorkerPool:
-        pools.append(WorkerPool(app, concurrency=1, queues=[QUEUE]))
-        pools[-1].start()
-        return pools[-1]
-
-    yield start
-    for pool in pools:
-        pool.terminate(timeout=5)
-
-
-def run_until(pool: WorkerPool, done: Callable[[], object], what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        pool.supervise(timeout=0.05)
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().split() if path.exists() else []
-
-
-def note(path: str, text: str) -> None:
-    with open(path, "a") as out:
-        out.write(text + "\n")
+    with pool_starter(app, concurrency=1, queues=[QUEUE]) as start:
+        yield start
 
 
 # -- async tasks and results --------------------------------------------------------------

@@ -1,15 +1,18 @@
 """Fixtures of the command-line tests: a fresh SQLite store in an environment that neither
-configures lanner nor styles output (`url`), and an engine open on it (`engine`)."""
+configures lanner nor styles output (`url`), an engine open on it (`engine`), and the
+`lanner` group with the admin commands (`cli`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 import lanner.app
 from lanner import Engine, open_engine
+from lanner.commands import register_admin
 
 
 @pytest.fixture
@@ -30,3 +33,11 @@ def engine(url: str) -> Iterator[Engine]:
     opened = open_engine(url)
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def cli() -> click.Group:
+    """The `lanner` group with the admin commands (status, jobs, retry, ...) registered."""
+    group = click.Group("lanner")
+    register_admin(group)
+    return group

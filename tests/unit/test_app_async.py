@@ -24,18 +24,10 @@ from lanner.messages import Message
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.task import Task
+from stores import fresh_redis
 
 QUEUE = "aio"
 DEADLINE = 60.0  # generous: only a broken build waits this long
-
-
-def _fresh_redis(request: pytest.FixtureRequest) -> str:
-    import redis
-
-    url: str = request.getfixturevalue("redis_url")
-    with redis.Redis.from_url(url) as client:
-        client.flushdb()
-    return url
 
 
 class ThreadNoting(JSONCodec):
@@ -54,7 +46,7 @@ def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'lanner.db'}"
     elif request.param == "redis":
-        url = _fresh_redis(request)
+        url = fresh_redis(request)
     else:
         url = str(request.getfixturevalue("sqs_fresh_url"))
     made = App(

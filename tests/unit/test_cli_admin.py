@@ -17,7 +17,6 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lanner import Engine, JobState, NewJob, checks, operations
-from lanner.commands import register_admin
 from lanner.commands.failures import first_line
 from lanner.limits import MAX_DELAY_SEC
 from lanner.names import QUEUE_NAME_RULE
@@ -29,13 +28,6 @@ TRACEBACK = (
     "    send()\n"
     "myapp.errors.SMTPError: connection refused\n"
 )
-
-
-@pytest.fixture
-def cli() -> click.Group:
-    group = click.Group("lanner")
-    register_admin(group)
-    return group
 
 
 def run(cli: click.Group, url: str, *args: str) -> Result:

@@ -14,7 +14,6 @@ from click.testing import CliRunner, Result
 
 import lanner
 from lanner import Flow, NewJob, RateLimit
-from lanner.commands import register_admin
 
 MODULE = """
 from lanner import App
@@ -33,13 +32,6 @@ def report(kind):
 def ping():
     pass
 """
-
-
-@pytest.fixture
-def cli() -> click.Group:
-    group = click.Group("lanner")
-    register_admin(group)
-    return group
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from click.testing import CliRunner, Result
 import lanner
 import lanner.task
 from lanner import Capability, Engine
-from lanner.commands import register_admin
 
 KLASS = "myapp.tasks.Work"
 
@@ -25,13 +24,6 @@ def no_tasks_defined(monkeypatch: pytest.MonkeyPatch) -> None:
     """No task defined yet, as in a new `lanner` process: Kale-style classes that other
     tests defined would publish through the app a command loads, declaring their queues."""
     monkeypatch.setattr(lanner.task, "_REGISTRY", {})
-
-
-@pytest.fixture
-def cli() -> click.Group:
-    group = click.Group("lanner")
-    register_admin(group)
-    return group
 
 
 def _redis(request: pytest.FixtureRequest) -> str:

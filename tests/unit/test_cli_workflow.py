@@ -12,7 +12,6 @@ from click.testing import CliRunner, Result
 
 import lanner
 from lanner import App, Engine
-from lanner.commands import register_admin
 from lanner.job import JobState
 from lanner.operations import drain
 from lanner.workflows import graph
@@ -28,13 +27,6 @@ def add(x: int, y: int = 0) -> int:
 @app.task(queue="wf")
 def total(values: list[int]) -> int:
     return sum(values)
-
-
-@pytest.fixture
-def cli() -> click.Group:
-    group = click.Group("lanner")
-    register_admin(group)
-    return group
 
 
 @pytest.fixture

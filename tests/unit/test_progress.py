@@ -19,6 +19,7 @@ from lanner import progress as progress_module
 from lanner.job import Job, JobState
 from lanner.operations import drain
 from lanner.settings import Settings
+from stores import sqlite_or_redis
 
 pytestmark = pytest.mark.timeout(60, method="thread")
 
@@ -64,14 +65,7 @@ def silent() -> None:
 
 @pytest.fixture(params=["sqlite", "redis"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{(tmp_path / 'pg.db').as_posix()}"
-    else:
-        import redis
-
-        url = request.getfixturevalue("redis_url")
-        with redis.Redis.from_url(url) as client:
-            client.flushdb()
+    url = sqlite_or_redis(request, tmp_path, "pg.db")
     app.use_broker(url)
     app.settings = Settings(broker=url)
     SPENT.clear()
