@@ -14,7 +14,9 @@ that sends a job on to such a queue, moves it in idempotent steps (`transfer.py`
 What one Redis does atomically across queues is several calls here: a put_many into
 queues of several partitions is all or nothing per partition; a dependency between jobs
 of different partitions is refused (`Unsupported`), as the job that finishes cannot
-release one in another slot in the same call.
+release one in another slot in the same call. Flow control lives in each queue's
+partition, so a concurrency key or rate bucket named from a second partition is refused
+too (`flow.py`).
 """
 
 from __future__ import annotations

@@ -62,8 +62,10 @@ class FlowOwners:
         for partition, names in by_partition.items():
             for start in range(0, len(names), _CHUNK):
                 chunk = names[start : start + _CHUNK]
+                # Durable: a claim a failover lost would let another partition take it.
                 taken = replies.as_list(call_in(GLOBAL, "lanner.flow_claim", checked.now,
-                                                partition, *chunk, name=command))  # fmt: skip
+                                                partition, *chunk, name=command,
+                                                durable=True))  # fmt: skip
                 if taken:
                     raise self._refusal(command, str(taken[0]), str(taken[1]), partition)
                 self._remember(chunk, partition)
