@@ -3,6 +3,7 @@ partitions that a process killed between two steps neither loses nor duplicates.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator
@@ -261,3 +262,17 @@ def test_a_claim_is_seen_by_every_process_and_the_state_by_partition(
         ("k", 1, 1, 0),
         ("k2", 1, 2, 0),
     ]
+
+
+def test_the_flow_state_of_partitions_is_merged_by_name() -> None:
+    from lanner.engines.redis.cluster import flow
+
+    one = {"keys": [["k", 1, 2, 3]], "buckets": [["b", 5, 10.0, 2, 1, T0]]}
+    two = {"keys": [["a", 0, 1, 1], ["k", 1, 2, 0]], "buckets": [["b", 5, 10.0, 3, 0, T0 + 4]]}
+    merged = flow.state([json.dumps(one), json.dumps(two)])
+    assert [(k.key, k.running, k.cap, k.held) for k in merged.keys] == [
+        ("a", 0, 1, 1),
+        ("k", 2, 2, 3),
+    ]
+    [bucket] = merged.buckets
+    assert (bucket.bucket, bucket.recent, bucket.held, bucket.next_at) == ("b", 5, 1, T0 + 4)
