@@ -43,10 +43,12 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.FANOUT,
             Capability.EVENTS,
             Capability.FLOW,
+            Capability.CROSS_QUEUE_FLOW,
         }
     ),
     "redis": frozenset(Capability),
-    "redis-cluster": frozenset(Capability) - {Capability.CROSS_QUEUE_DEPENDENCIES, Capability.FLOW},
+    "redis-cluster": frozenset(Capability)
+    - {Capability.CROSS_QUEUE_DEPENDENCIES, Capability.CROSS_QUEUE_FLOW},
     "sqs": frozenset({Capability.DELAY, Capability.BLOCKING_POP}),
 }
 
@@ -55,6 +57,7 @@ Command = Callable[[Engine], object]
 # A capability that refines another: its commands need that one first.
 BASE: dict[Capability, Capability] = {
     Capability.CROSS_QUEUE_DEPENDENCIES: Capability.DEPENDENCIES,
+    Capability.CROSS_QUEUE_FLOW: Capability.FLOW,
 }
 
 # For each capability, calls of its commands that are valid in the `world` below.
@@ -171,6 +174,15 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
     },
     Capability.FLOW: {
         "put(flow=)": lambda e: e.put("q", "new", "Task", flow=Flow("k", 1), now=NOW),
+    },
+    Capability.CROSS_QUEUE_FLOW: {
+        "put_many(flow=<key of two queues>)": lambda e: e.put_many(
+            [
+                NewJob("q", "new", "Task", flow=Flow("k", 1)),
+                NewJob("q2", "new2", "Task", flow=Flow("k", 1)),
+            ],
+            now=NOW,
+        ),
     },
 }
 

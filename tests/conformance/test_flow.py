@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from lanner import Capability, Engine, Flow, MalformedArgument, NewJob, RateLimit
+from lanner import Capability, Engine, Flow, MalformedArgument, NewJob, RateLimit, Unsupported
 
 from .helpers import HEARTBEAT, T0, get, pop_jids
 
@@ -51,6 +51,7 @@ def test_each_end_of_a_run_frees_its_slot(engine: Engine) -> None:
     assert pop_jids(engine, "q", count=10, now=T0) == []
 
 
+@pytest.mark.requires(Capability.CROSS_QUEUE_FLOW)
 def test_the_cap_holds_across_queues_and_workers(
     engine: Engine, connect: Callable[[], Engine]
 ) -> None:
@@ -94,6 +95,7 @@ def test_a_rate_lets_limit_jobs_start_per_period_and_spends_no_retry(engine: Eng
     assert pop_jids(engine, "q", count=10, now=T0 + 20) == ["r4"]
 
 
+@pytest.mark.requires(Capability.CROSS_QUEUE_FLOW)
 def test_a_bucket_is_shared_by_every_queue_that_names_it(engine: Engine) -> None:
     engine.put_many(
         [NewJob("q1", f"a{i}", "Task", flow=per_10s(3)) for i in range(3)]
@@ -104,6 +106,44 @@ def test_a_bucket_is_shared_by_every_queue_that_names_it(engine: Engine) -> None
     second = pop_jids(engine, "q2", count=5, now=T0)
     assert len(first) + len(second) == 3
     assert pop_jids(engine, "q1", count=5, now=T0 + 1) == []
+
+
+def test_the_cap_holds_across_workers(engine: Engine, connect: Callable[[], Engine]) -> None:
+    other = connect()
+    engine.put_many([NewJob("q", f"x{i}", "Task", flow=Flow("tenant", 2)) for i in range(3)],
+                    now=T0)  # fmt: skip
+    assert len(pop_jids(engine, "q", count=1, now=T0)) == 1
+    assert len(pop_jids(other, "q", "w2", count=5, now=T0)) == 1
+    assert pop_jids(engine, "q", count=5, now=T0) == []
+    assert pop_jids(other, "q", "w2", count=5, now=T0) == []
+
+
+def test_a_queue_and_its_fanout_children_share_a_key(engine: Engine) -> None:
+    if Capability.FANOUT not in engine.capabilities:
+        pytest.skip(f"{engine.name} engine lacks fanout")
+    engine.put_many([NewJob("p+c", "c1", "Task", flow=Flow("k", 1)),
+                     NewJob("p", "p1", "Task", flow=Flow("k", 1))], now=T0)  # fmt: skip
+    assert pop_jids(engine, "p", count=5, now=T0) == ["p1"]
+    assert pop_jids(engine, "p+c", count=5, now=T0) == []
+
+
+def test_a_key_of_one_queue_named_from_another_is_refused(engine: Engine) -> None:
+    """Where a key's state stays with its queue (Redis Cluster: its partition), a second
+    queue naming it is refused in one line, rather than counted apart."""
+    if Capability.CROSS_QUEUE_FLOW in engine.capabilities:
+        pytest.skip(f"{engine.name} engine enforces a key across queues")
+    engine.put("q1", "a", "Task", flow=Flow("tenant", 1), now=T0)
+    with pytest.raises(Unsupported, match=r"concurrency key 'tenant' .*'q1'.*'q2'") as raised:
+        engine.put("q2", "b", "Task", flow=Flow("tenant", 1), now=T0)
+    assert raised.value.capability == "cross-queue-flow"
+    assert "\n" not in str(raised.value)
+    with pytest.raises(Unsupported, match="rate bucket 'api'"):
+        engine.put_many([NewJob("q3", "c", "Task", flow=per_10s(2)),
+                         NewJob("q4", "d", "Task", flow=per_10s(2))], now=T0)  # fmt: skip
+    assert engine.get("b", now=T0) is None
+    assert engine.get("c", now=T0) is None
+    engine.put("q1", "e", "Task", flow=Flow("tenant", 1), now=T0)  # its own queue still may
+    assert pop_jids(engine, "q1", count=5, now=T0) == ["a"]
 
 
 def test_a_job_runs_only_when_both_its_key_and_its_rate_allow(engine: Engine) -> None:

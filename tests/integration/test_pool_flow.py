@@ -1,8 +1,10 @@
 """FLOW with a real pool: `max_concurrency` per key holds across processes and kill -9.
 
 Runs of one key never overlap (a killed run ends at its kill), and every job completes
-once. Publishing goes through the task's declared `concurrency_key`, so the decorator and
-Kale-style class attributes are what is tested, not only the engine.
+once, on SQLite and on Redis Cluster (the session's 3 primaries, where each key lives in
+its queue's partition); two pools fire each tick of a schedule once on both. Publishing
+goes through the task's declared `concurrency_key`, so the decorator and Kale-style class
+attributes are what is tested, not only the engine.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import signal
 import time
 from collections import defaultdict
 from itertools import pairwise
+
+import pytest
 
 from .conftest import Workspace, wait_until
 from .pool_support import all_complete, done_count, running_pool, states, supervising
@@ -44,13 +48,23 @@ def current_job_id():
     return current_job().jid
 """
 
+
+@pytest.fixture(params=["sqlite", "redis-cluster"])
+def ws(request: pytest.FixtureRequest, workspace: Workspace) -> Workspace:
+    """The workspace on SQLite, or on the session's Redis Cluster, emptied."""
+    if request.param == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        workspace.url = cluster.url
+    return workspace
+
+
 KEYS = ("a", "b", "c")
 PER_KEY = 5
 KILLS = 2
 
 
-def test_no_two_runs_of_one_key_overlap_through_kill_9(workspace: Workspace) -> None:
-    ws = workspace
+def test_no_two_runs_of_one_key_overlap_through_kill_9(ws: Workspace) -> None:
     queues = 'QueueConfig("work", batch_size=2, visibility_timeout_sec=10, long_poll_time_sec=0.2)'
     tasks = ws.write_module(KEYED, queues=queues)
     jids = [tasks.keyed.delay(key, n) for n in range(PER_KEY) for key in KEYS]
@@ -110,8 +124,7 @@ def tick():
 """
 
 
-def test_two_pools_run_each_tick_of_a_schedule_once(workspace: Workspace) -> None:
-    ws = workspace
+def test_two_pools_run_each_tick_of_a_schedule_once(ws: Workspace) -> None:
     tasks = ws.write_module(TICKING)
     with (
         running_pool(tasks.app, concurrency=1) as first,

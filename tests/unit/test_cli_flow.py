@@ -1,4 +1,5 @@
-"""`lanner flow` and `lanner schedules` against a real SQLite store and an app module."""
+"""`lanner flow` and `lanner schedules` against a real SQLite store and an app module
+(`lanner flow` on Redis Cluster too, its partitions' state merged)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,14 @@ def run(cli: click.Group, *args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
 
 
-def test_flow_shows_keys_and_buckets_holding_jobs(cli: click.Group, url: str) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "redis-cluster"])
+def test_flow_shows_keys_and_buckets_holding_jobs(
+    cli: click.Group, url: str, store: str, request: pytest.FixtureRequest
+) -> None:
+    if store == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        url = cluster.url
     with lanner.open_engine(url) as engine:
         now = time.time()
         engine.put_many(

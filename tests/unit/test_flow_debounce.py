@@ -14,10 +14,14 @@ from lanner.app import App
 from lanner.settings import Settings
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "redis-cluster"])
 def app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[App]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/jobs.db"
+    elif request.param == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        cluster.flush()
+        url = cluster.url
     else:
         import redis
 

@@ -60,6 +60,10 @@ class Capability(StrEnum):
     EVENTS = "events"
     # put(flow=...): rate limits and concurrency keys, held in the store (docs/flow-control.md)
     FLOW = "flow"
+    # A concurrency key or rate bucket shared by jobs of several queues, enforced over all
+    # of them (without it, a key stays with the queues of one partition: Redis Cluster
+    # keeps a control's state in the hash slot of its queue; `Unsupported` otherwise)
+    CROSS_QUEUE_FLOW = "cross-queue-flow"
 
 
 class Commands(EngineHooks):

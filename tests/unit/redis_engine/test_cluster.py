@@ -3,6 +3,7 @@ partitions that a process killed between two steps neither loses nor duplicates.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator
@@ -218,3 +219,60 @@ def test_wait_that_no_replica_of_the_shard_confirms_is_engine_unavailable(
         assert job.queue == "q"
     finally:
         engine.close()
+
+
+# -- flow control -------------------------------------------------------------------------
+def _all_keys(cluster: RedisCluster) -> dict[str, redis.Redis]:
+    found: dict[str, redis.Redis] = {}
+    for port in cluster.primaries():
+        client = redis.Redis(port=port, decode_responses=True)
+        found.update((k, client) for k in client.keys("ql:*"))
+    return found
+
+
+def test_a_flow_keeps_its_state_in_its_queues_partition(
+    cluster: RedisCluster, engine: RedisClusterEngine
+) -> None:
+    flow = lanner.Flow("k", 1, (lanner.RateLimit("b", 5, 10.0),), "tenant")
+    engine.put_many([lanner.NewJob("q1", f"j{i}", "Task", flow=flow) for i in range(3)], now=T0)
+    assert [job.jid for job in engine.pop("q1", "w1", 5, now=T0)] == ["j0"]
+    keys = _all_keys(cluster)
+    owners = "ql:{g}:lanner:flow:owners"
+    flow_keys = [k for k in keys if "flow" in k or "parked" in k or "fair" in k]
+    assert {"ql:{q:q1}:lanner:flow:slots:k", "ql:{q:q1}:lanner:flow:starts:b"} <= set(flow_keys)
+    assert all(k.startswith("ql:{q:q1}:") for k in flow_keys if k != owners), flow_keys
+    assert keys[owners].hgetall(owners) == {"c:k": "ql:{q:q1}", "r:b": "ql:{q:q1}"}
+    for client in set(keys.values()):
+        client.close()
+
+
+def test_a_claim_is_seen_by_every_process_and_the_state_by_partition(
+    cluster: RedisCluster, engine: RedisClusterEngine
+) -> None:
+    engine.put("q1", "a", "Task", flow=lanner.Flow("k", 1), now=T0)
+    engine.put("q2", "b", "Task", flow=lanner.Flow("k2", 2), now=T0)
+    engine.pop("q1", "w1", now=T0)
+    engine.pop("q2", "w1", now=T0)
+    with lanner.open_engine(cluster.url) as other:  # its own claims: none remembered
+        with pytest.raises(lanner.Unsupported, match="concurrency key 'k' is enforced in"):
+            other.put("q2", "c", "Task", flow=lanner.Flow("k", 1), now=T0)
+        other.put("q1", "c", "Task", flow=lanner.Flow("k", 1), now=T0)
+        state = other.flow_state(now=T0)
+    assert [(k.key, k.running, k.cap, k.held) for k in state.keys] == [
+        ("k", 1, 1, 0),
+        ("k2", 1, 2, 0),
+    ]
+
+
+def test_the_flow_state_of_partitions_is_merged_by_name() -> None:
+    from lanner.engines.redis.cluster import flow
+
+    one = {"keys": [["k", 1, 2, 3]], "buckets": [["b", 5, 10.0, 2, 1, T0]]}
+    two = {"keys": [["a", 0, 1, 1], ["k", 1, 2, 0]], "buckets": [["b", 5, 10.0, 3, 0, T0 + 4]]}
+    merged = flow.state([json.dumps(one), json.dumps(two)])
+    assert [(k.key, k.running, k.cap, k.held) for k in merged.keys] == [
+        ("a", 0, 1, 1),
+        ("k", 2, 2, 3),
+    ]
+    [bucket] = merged.buckets
+    assert (bucket.bucket, bucket.recent, bucket.held, bucket.next_at) == ("b", 5, 1, T0 + 4)

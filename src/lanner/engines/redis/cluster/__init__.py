@@ -6,5 +6,6 @@ so a queue's jobs, locks, workers and counters sit in one hash slot and each com
 one queue is one atomic call on one shard. `address` parses URLs and makes the client,
 `caller` loads and calls the core, `partitions` names partitions and finds a job's,
 `gather` merges what the partitions answer, `transfer` moves a job between partitions,
-and `engine` maps the contract onto them.
+`flow` keeps each flow control's key or bucket with one partition (and merges their flow
+state), and `engine` maps the contract onto them.
 """

@@ -14,7 +14,9 @@ that sends a job on to such a queue, moves it in idempotent steps (`transfer.py`
 What one Redis does atomically across queues is several calls here: a put_many into
 queues of several partitions is all or nothing per partition; a dependency between jobs
 of different partitions is refused (`Unsupported`), as the job that finishes cannot
-release one in another slot in the same call.
+release one in another slot in the same call. Flow control lives in each queue's
+partition, so a concurrency key or rate bucket named from a second partition is refused
+too (`flow.py`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from lanner import checks
 from lanner.engine import Capability, Engine
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
-from lanner.engines.redis.cluster import gather, transfer
+from lanner.engines.redis.cluster import flow, gather, transfer
 from lanner.engines.redis.cluster.address import (
     ClusterAddress,
     cluster_client,
@@ -46,6 +48,7 @@ from lanner.events import EventStream
 from lanner.job import Job
 from lanner.records import (
     ConfigValue,
+    FlowState,
     JobOutcome,
     JobPage,
     QueueCounts,
@@ -76,9 +79,13 @@ class RedisClusterEngine(Engine):
     """The Redis engine on Redis Cluster. Safe to share between threads."""
 
     name = "redis-cluster"
-    # FLOW counts a key's slots and a rate's starts across queues, which would live in
-    # one queue's partition here: refused until they have a slot of their own.
-    capabilities = frozenset(Capability) - {Capability.CROSS_QUEUE_DEPENDENCIES, Capability.FLOW}
+    # A control's state lives in the partition of its queue (the pop that checks it is one
+    # call there), so a key or bucket is enforced over one partition's queues only: one
+    # named from a second partition is refused (`flow.py`).
+    capabilities = frozenset(Capability) - {
+        Capability.CROSS_QUEUE_DEPENDENCIES,
+        Capability.CROSS_QUEUE_FLOW,
+    }
 
     def __init__(self, url: str, *, options: RedisOptions | None = None) -> None:
         """`options` replace those of the URL's query."""
@@ -96,6 +103,7 @@ class RedisClusterEngine(Engine):
                 self.address, self.options, self.options.socket_timeout + blocking.BLOCK_CHUNK
             )
         self.partitions = Partitions(self.client)
+        self._flow_owners = flow.FlowOwners(self.name)
         try:
             with reachable(self.address):
                 self._lua = ClusterCaller(
@@ -225,6 +233,8 @@ class RedisClusterEngine(Engine):
 
     # -- putting work ---------------------------------------------------------------------
     def _put(self, command: str, checked: checks.Put) -> list[str]:
+        if any(job.flow is not None for job in checked.jobs):
+            self._flow_owners.claim(self.call_in, checked, command)
         by_partition: dict[str, list[Any]] = {}
         for job in checked.jobs:
             by_partition.setdefault(of_queue(job.queue), []).append(job)
@@ -394,6 +404,9 @@ class RedisClusterEngine(Engine):
         reply = self._in_queue(command.queue, "queues", command.now, command.queue,
                                name="queue_counts")  # fmt: skip
         return replies.counts(json.loads(reply))
+
+    def _flow_state(self, now: float) -> FlowState:
+        return flow.state(self._every("lanner.flow_state", now, name="flow_state"))
 
     def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
         reply = self._in_queue(command.queue, "lanner.usage", command.now, command.queue,

@@ -626,6 +626,7 @@ Api['lanner.complete_out'] = Move.api['lanner.complete_out']
 Api['lanner.move_pending'] = Move.api['lanner.move_pending']
 Api['lanner.move_in'] = Move.api['lanner.move_in']
 Api['lanner.move_done'] = Move.api['lanner.move_done']
+Api['lanner.flow_claim'] = Move.api['lanner.flow_claim']
 
 Api['lanner.heartbeat_many'] = function(now, args)
   local worker = Args.string(args[1], 'worker')

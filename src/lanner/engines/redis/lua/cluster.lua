@@ -15,6 +15,13 @@
 -- A process that dies between the steps leaves the jid in ql:lanner:moving,
 -- where the next process to open the engine (or to look the job up) finds it
 -- and does the steps that are left.
+--
+-- FLOW on a cluster: a concurrency key's slots and a rate bucket's starts live
+-- in the partition of the queue whose pops count them (flow.lua, under the
+-- partition's prefix), so one key is enforced over one partition's queues. The
+-- partition that first names a key owns it: ql:{g}:lanner:flow:owners (HASH
+-- 'c:<key>' or 'r:<bucket>' -> partition), claimed by lanner.flow_claim in
+-- ql:{g} before the put; a put naming it from another partition is refused.
 local Move = {}
 
 -- The put of lanner.put_many that recreates the job, as it now is, in queue.
@@ -159,6 +166,35 @@ Move.api['lanner.move_in'] = function(now, args)
   end
   Move.restore(now, jid, Args.json(args[3], 'history'), args[4] == '1')
   return 1
+end
+
+-- lanner.flow_claim partition name...: in ql:{g}, each name ('c:<key>',
+-- 'r:<bucket>') claimed for partition, all or none: {name, owner, ...} of the
+-- names another partition owns (then nothing is claimed), else {}.
+Move.api['lanner.flow_claim'] = function(_, args)
+  local partition = Args.string(args[1], 'partition')
+  local names = Args.rest(args, 2, 'name')
+  if #names == 0 then
+    return {}
+  end
+  local owners_key = Keys.prefix .. 'lanner:flow:owners'
+  local owners = redis.call('hmget', owners_key, unpack(names))
+  local taken = {}
+  for index, name in ipairs(names) do
+    local owner = owners[index]
+    if owner and owner ~= partition then
+      taken[#taken + 1] = name
+      taken[#taken + 1] = owner
+    end
+  end
+  if #taken == 0 then
+    for index, name in ipairs(names) do
+      if not owners[index] then
+        redis.call('hset', owners_key, name, partition)
+      end
+    end
+  end
+  return taken
 end
 
 -- lanner.move_done jid

@@ -229,6 +229,9 @@
 --                                 out of this partition (cluster.lua); such
 --                                 a job's state is `moving`, its fields
 --                                 lanner_move_to and lanner_move say where to
+--   ql:lanner:flow:owners         HASH   lanner only (Redis Cluster, FLOW; in
+--                                 ql:{g}): c:<key>, r:<bucket> -> the
+--                                 partition whose queues enforce it
 --   ql:lanner:children:<parent>   SET    lanner only (FANOUT): the children
 --                                 <child> of a parent queue: a pop or peek of
 --                                 <parent>+<child> adds one, queue.forget of it
@@ -334,7 +337,8 @@
 --       (lock lost, finished, cancelled, unknown) are skipped
 --   lanner.move_out, lanner.complete_out, lanner.move_pending,
 --   lanner.move_in, lanner.move_done: moving a job between partitions of a
---       Redis Cluster (cluster.lua documents the steps)
+--       Redis Cluster (cluster.lua documents the steps); lanner.flow_claim
+--       partition name...: FLOW keys and buckets claimed for a partition
 --   `jobs waiting queue [offset] [count]`    ready jids in pop order (qless's
 --       jobs has no waiting state)
 --   Blocking pop: lanner.pop_wait, then BLPOP ql:lanner:handoff:<queue>:<worker>
