@@ -177,6 +177,9 @@ class RandomMix:
         self.engine.queue_forget([self.rnd.choice(["p+x", "p+y"])], now=self.now)
 
 
+# 250 random commands, each followed by a recount of every key: past the suite's 60 s
+# default once, at a load average of 17 on two cores.
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("seed", range(6))
 def test_usage_never_drifts_from_a_recount(engine: RedisEngine, redis_url: str, seed: int) -> None:
     """Random puts (moves, batches, copies, delays, dependencies, expiries, unicode data),
