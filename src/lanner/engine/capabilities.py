@@ -58,8 +58,12 @@ class Capability(StrEnum):
     FANOUT = "fanout"
     # events(): a live feed of what happens in the store (lanner.events, docs/events.md)
     EVENTS = "events"
-    # put(flow=...): rate limits and concurrency keys, held in the store (docs/flow-control.md)
+    # put(flow=...) with rate limits or a concurrency key, held in the store, and
+    # flow_state() (docs/flow-control.md)
     FLOW = "flow"
+    # put(flow=Flow(fair_key=...)): a queue's jobs of different fair keys take turns (in the
+    # store's pop order; on SQS, its fair queues: a MessageGroupId per key)
+    FAIRNESS = "fairness"
 
 
 class Commands(EngineHooks):

@@ -77,8 +77,13 @@ class RedisClusterEngine(Engine):
 
     name = "redis-cluster"
     # FLOW counts a key's slots and a rate's starts across queues, which would live in
-    # one queue's partition here: refused until they have a slot of their own.
-    capabilities = frozenset(Capability) - {Capability.CROSS_QUEUE_DEPENDENCIES, Capability.FLOW}
+    # one queue's partition here: refused until they have a slot of their own. FAIRNESS
+    # goes with it: the turns of fair keys are kept by the same flow code in the core.
+    capabilities = frozenset(Capability) - {
+        Capability.CROSS_QUEUE_DEPENDENCIES,
+        Capability.FLOW,
+        Capability.FAIRNESS,
+    }
 
     def __init__(self, url: str, *, options: RedisOptions | None = None) -> None:
         """`options` replace those of the URL's query."""
