@@ -231,7 +231,7 @@ def refuse_unheld(
     """Raise `Unsupported` in one line, naming the option, the task and the engine, if the
     engine cannot hold this publish's flow (`flow` as the task and queue made it, before a
     debounce adds to it): never a control silently dropped."""
-    refused = _unheld(engine.capabilities, task, queue, flow, debounce)
+    refused = unheld(engine.capabilities, task, queue, flow, debounce)
     if refused is not None:
         option, capability, why = refused
         raise Unsupported(
@@ -239,7 +239,7 @@ def refuse_unheld(
         )
 
 
-def _unheld(
+def unheld(
     have: frozenset[Capability],
     task: str,
     queue: str,
