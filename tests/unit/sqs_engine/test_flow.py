@@ -23,6 +23,7 @@ from lanner.engines.sqs.messages import decode, group_id
 from lanner.queues import QueueConfig
 from lanner.schedules import register
 from lanner.settings import Settings
+from lanner.task import Task
 
 from .conftest import Raw
 
@@ -197,3 +198,17 @@ def test_schedules_are_refused_when_a_pool_registers_them(app: App) -> None:
     assert text.startswith("the sqs engine cannot ")
     assert "'schedules (@app.periodic)'" in text
     assert "\n" not in text
+
+
+class SqsNightlyExport(Task):
+    """A Kale-style task whose class asks for a rate limit."""
+
+    queue = "exports"
+    rate_limit = "5/s"
+
+    def run_task(self, *args: Any, **kwargs: Any) -> None: ...
+
+
+def test_a_kale_style_tasks_rate_limit_is_refused_too(app: App) -> None:
+    text = refused_in_one_line(app, lambda: app.publish(SqsNightlyExport), "rate_limit")
+    assert "SqsNightlyExport's 5 runs per 1 s" in text
