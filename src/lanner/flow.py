@@ -249,11 +249,11 @@ def unheld(
     """The first option the engine cannot hold: (its name, the capability, why)."""
     if flow is not None and flow.rates and Capability.FLOW not in have:
         rate = flow.rates[0]
-        held = f"{rate.limit} runs per {rate.period:g} s"
+        held = f"a limit of {rate.limit} runs per {rate.period:g} s"
         if rate.bucket == f"queue:{queue}" and len(flow.rates) == 1:
-            whose = f"queue {queue!r}'s {held}"
+            whose = f"{held} for queue {queue!r}"
         else:
-            whose = f"task {task}'s {held} (bucket {rate.bucket!r})"
+            whose = f"{held} for task {task} (bucket {rate.bucket!r})"
         return "rate_limit", Capability.FLOW, f"{whose} needs the runs started counted in the store"
     if flow is not None and flow.max_concurrency and Capability.FLOW not in have:
         why = (

@@ -135,7 +135,8 @@ def test_a_rate_limit_is_refused_at_publish_naming_it(app: App) -> None:
     def sqs_call_partner(order: int) -> None: ...
 
     text = refused_in_one_line(app, lambda: sqs_call_partner.delay(1), "rate_limit")
-    assert "sqs_call_partner's 100 runs per 60 s (bucket 'partner')" in text
+    assert "a limit of 100 runs per 60 s for task " in text
+    assert "sqs_call_partner (bucket 'partner')" in text
     assert text.endswith("(capability 'flow')")
 
 
@@ -144,7 +145,7 @@ def test_a_queues_rate_limit_is_refused_naming_the_queue(app: App) -> None:
     def sqs_limited() -> None: ...
 
     text = refused_in_one_line(app, sqs_limited.delay, "rate_limit")
-    assert "queue 'limited''s 10 runs per 1 s" in text
+    assert "a limit of 10 runs per 1 s for queue 'limited' needs" in text
 
 
 def test_a_concurrency_key_is_refused_at_publish_naming_it(app: App) -> None:
@@ -211,4 +212,5 @@ class SqsNightlyExport(Task):
 
 def test_a_kale_style_tasks_rate_limit_is_refused_too(app: App) -> None:
     text = refused_in_one_line(app, lambda: app.publish(SqsNightlyExport), "rate_limit")
-    assert "SqsNightlyExport's 5 runs per 1 s" in text
+    assert "a limit of 5 runs per 1 s for task " in text
+    assert "SqsNightlyExport (bucket " in text
