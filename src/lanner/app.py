@@ -48,6 +48,7 @@ from lanner.flow import (
     debounced,
     flow_of,
     other_turn,
+    refuse_unheld,
 )
 from lanner.handle import JobHandle
 from lanner.messages import Message, PublishOptions
@@ -434,6 +435,8 @@ class App:
             ),
         )
         debounce = options.debounce or getattr(task, "debounce", None)
+        if (new.flow is not None or debounce is not None) and not self.eager:
+            refuse_unheld(self.engine, task.name, queue, new.flow, debounce)  # named, now
         if debounce is None:
             return new
         return debounced(new, task, debounce, message.args, message.kwargs)

@@ -62,6 +62,7 @@ _WHAT_IT_TAKES = {
     "results": "keep what a task returned",
     "unique": "keep one live job per id",
     "flow": "hold jobs back by rate limit or concurrency key in the store",
+    "fairness": "make a queue's jobs of different fair keys take turns",
 }
 """What a capability lets an engine do, as `Unsupported` says it is missing."""
 

@@ -8,7 +8,9 @@ is a string, or a callable given the run's arguments by name (`lambda user_id, *
 user_id`), whose value (made a str) names the key: jobs naming the same key share its limit and its
 slots, whatever their task. Without a key, a task's limit and cap are its own (the key is
 the task's name). A `fair_key` makes the queue's jobs of different keys take turns. The
-store enforces them all (docs/flow-control.md).
+store enforces them all (docs/flow-control.md); an engine that cannot (SQS: no rate
+limits, concurrency keys or debounce; Redis Cluster for now) refuses the publish in one
+line naming the option (`refuse_unheld`), before anything is sent.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from lanner import limits
-from lanner.errors import ConfigError
+from lanner.engine.capabilities import Capability
+from lanner.errors import ConfigError, Unsupported
 from lanner.names import label
 from lanner.records import Flow, NewJob, RateLimit
 
 if TYPE_CHECKING:
+    from lanner.engine import Engine
     from lanner.task import Task
 
 KeySpec: TypeAlias = str | Callable[..., object] | None
@@ -219,3 +223,52 @@ def _key(
         elif parameter.kind is inspect.Parameter.VAR_POSITIONAL and name in named:
             return label(str(spec(*args, **kwargs)), what)
     return label(str(spec(**named)), what)
+
+
+def refuse_unheld(
+    engine: Engine, task: str, queue: str, flow: Flow | None, debounce: Debounce | None
+) -> None:
+    """Raise `Unsupported` in one line, naming the option, the task and the engine, if the
+    engine cannot hold this publish's flow (`flow` as the task and queue made it, before a
+    debounce adds to it): never a control silently dropped."""
+    refused = unheld(engine.capabilities, task, queue, flow, debounce)
+    if refused is not None:
+        option, capability, why = refused
+        raise Unsupported(
+            engine.name, option, capability.value, f"{why} (capability {capability.value!r})"
+        )
+
+
+def unheld(
+    have: frozenset[Capability],
+    task: str,
+    queue: str,
+    flow: Flow | None,
+    debounce: Debounce | None,
+) -> tuple[str, Capability, str] | None:
+    """The first option the engine cannot hold: (its name, the capability, why)."""
+    if flow is not None and flow.rates and Capability.FLOW not in have:
+        rate = flow.rates[0]
+        held = f"a limit of {rate.limit} runs per {rate.period:g} s"
+        if rate.bucket == f"queue:{queue}" and len(flow.rates) == 1:
+            whose = f"{held} for queue {queue!r}"
+        else:
+            whose = f"{held} for task {task} (bucket {rate.bucket!r})"
+        return "rate_limit", Capability.FLOW, f"{whose} needs the runs started counted in the store"
+    if flow is not None and flow.max_concurrency and Capability.FLOW not in have:
+        why = (
+            f"task {task}'s cap of {flow.max_concurrency} running per key "
+            f"{flow.concurrency_key!r} needs the running jobs counted per key in the store"
+        )
+        return "max_concurrency", Capability.FLOW, why
+    for needed in (Capability.UNIQUE, Capability.FLOW):
+        if debounce is not None and needed not in have:
+            why = (
+                f"task {task}'s one waiting run per key for {debounce.seconds:g} s needs the "
+                "store to replace or keep a waiting job by its id"
+            )
+            return "debounce", needed, why
+    if flow is not None and flow.fair_key is not None and Capability.FAIRNESS not in have:
+        why = f"task {task}'s turns between the fair keys of queue {queue!r} are not kept"
+        return "fair_key", Capability.FAIRNESS, why
+    return None

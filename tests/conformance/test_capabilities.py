@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from lanner import Capability, Engine, Flow, LannerError, NewJob, Unsupported
+from lanner import Capability, Engine, Flow, LannerError, NewJob, RateLimit, Unsupported
 
 from .helpers import T0, in_state
 
@@ -44,12 +44,13 @@ DOCUMENTED_CAPABILITIES: dict[str, frozenset[Capability]] = {
             Capability.EVENTS,
             Capability.FLOW,
             Capability.CROSS_QUEUE_FLOW,
+            Capability.FAIRNESS,
         }
     ),
     "redis": frozenset(Capability),
     "redis-cluster": frozenset(Capability)
     - {Capability.CROSS_QUEUE_DEPENDENCIES, Capability.CROSS_QUEUE_FLOW},
-    "sqs": frozenset({Capability.DELAY, Capability.BLOCKING_POP}),
+    "sqs": frozenset({Capability.DELAY, Capability.BLOCKING_POP, Capability.FAIRNESS}),
 }
 
 Command = Callable[[Engine], object]
@@ -173,7 +174,14 @@ COMMANDS: dict[Capability, dict[str, Command]] = {
         "events(worker=)": lambda e: e.events(worker="w1").close(),
     },
     Capability.FLOW: {
-        "put(flow=)": lambda e: e.put("q", "new", "Task", flow=Flow("k", 1), now=NOW),
+        "put(flow=concurrency)": lambda e: e.put("q", "new", "Task", flow=Flow("k", 1), now=NOW),
+        "put(flow=rates)": lambda e: e.put(
+            "q", "new", "Task", flow=Flow(rates=(RateLimit("b", 5, 1.0),)), now=NOW
+        ),
+        "flow_state": lambda e: e.flow_state(now=NOW),
+    },
+    Capability.FAIRNESS: {
+        "put(flow=fair_key)": lambda e: e.put("q", "new", "Task", flow=Flow(fair_key="t"), now=NOW),
     },
     Capability.CROSS_QUEUE_FLOW: {
         "put_many(flow=<key of two queues>)": lambda e: e.put_many(

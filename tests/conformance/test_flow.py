@@ -1,4 +1,5 @@
 """FLOW: rate limits and concurrency keys, held in the store (docs/flow-control.md).
+Fair keys' turns are FAIRNESS, in test_fairness.py.
 
 A pop takes only the jobs their flow lets run: at most `max_concurrency` running jobs per
 concurrency key, wherever they were popped, and at most `limit` starts per `period` in each
@@ -159,32 +160,6 @@ def test_a_malformed_flow_is_refused(engine: Engine) -> None:
         engine.put("q", "j", "Task", flow=Flow("k", 0), now=T0)
     with pytest.raises(MalformedArgument, match="rate limit"):
         engine.put("q", "j", "Task", flow=Flow(rates=(RateLimit("b", 0, 1.0),)), now=T0)
-
-
-def test_a_burst_of_one_fair_key_takes_turns_with_the_others(engine: Engine) -> None:
-    engine.put_many(
-        [NewJob("q", f"a{i}", "Task", flow=Flow(fair_key="tenant-a")) for i in range(30)],
-        now=T0,
-    )
-    assert pop_jids(engine, "q", count=2, now=T0) == ["a0", "a1"]
-    engine.put_many(
-        [
-            NewJob("q", f"{key}{i}", "Task", flow=Flow(fair_key=f"tenant-{key}"))
-            for i in range(3)
-            for key in ("b", "c")
-        ],
-        now=T0 + 1,
-    )
-    popped = [pop_jids(engine, "q", now=T0 + 2 + i)[0] for i in range(9)]
-    assert sorted(jid for jid in popped if jid[0] != "a") == ["b0", "b1", "b2", "c0", "c1", "c2"]
-    assert [jid for jid in popped if jid[0] == "a"] == ["a2", "a3", "a4"]
-
-
-def test_fair_jobs_of_one_key_keep_their_order(engine: Engine) -> None:
-    engine.put_many(
-        [NewJob("q", f"a{i}", "Task", flow=Flow(fair_key="k")) for i in range(5)], now=T0
-    )
-    assert [pop_jids(engine, "q", now=T0 + i)[0] for i in range(5)] == [f"a{i}" for i in range(5)]
 
 
 def test_the_store_shows_what_each_control_holds_back(engine: Engine) -> None:

@@ -81,3 +81,36 @@ def test_a_child_killed_mid_job_loses_nothing_on_sqs(ws: Workspace) -> None:
     assert worker.wait(timeout=15) == 0, ws.log()
     assert "Traceback" not in ws.log()
     assert ws.engine.queue_counts("work").waiting == 0
+
+
+FAIR_TASKS = """
+class FairWork(Task):
+    app = app
+    queue = "work"
+    time_limit = 1.5
+    max_retries = 3
+    fair_key = staticmethod(lambda tenant, seconds: f"tenant-{tenant}")
+
+    def run_task(self, tenant, seconds):
+        record("start", self.task_id)
+        time.sleep(seconds)
+        record("end", self.task_id)
+"""
+
+
+def test_a_pool_runs_fair_jobs_on_sqs_as_any_other(ws: Workspace) -> None:
+    tasks = ws.write_module(FAIR_TASKS, queues=QUEUES)
+    app: App = tasks.app
+    # One tenant's burst before two others' jobs: each a message group (SQS's fair queues).
+    jids = app.publish_many([Message(tasks.FairWork, ("big", 0.01))] * 20)
+    jids += app.publish_many([Message(tasks.FairWork, (t, 0.01)) for t in ("a", "b")] * 3)
+
+    with running_pool(app, concurrency=2) as pool:
+        wait_until(lambda: ended(ws) >= set(jids), 60, "every job to run",
+                   step=supervising(pool), details=ws.log)  # fmt: skip
+        wait_until(lambda: ws.engine.queue_counts("work").running == 0, 10,
+                   "every job to be completed", step=supervising(pool))  # fmt: skip
+
+    assert ended(ws) == set(jids)
+    counts = ws.engine.queue_counts("work")
+    assert (counts.waiting, counts.running, counts.scheduled) == (0, 0, 0)

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from lanner import Flow, RateLimit
+from lanner import Capability, Debounce, Flow, RateLimit
 from lanner.app import App
 from lanner.errors import ConfigError, InvalidName
-from lanner.flow import FlowOptions, flow_of, parse_rate
+from lanner.flow import FlowOptions, flow_of, parse_rate, unheld
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.task import Task
@@ -106,3 +106,27 @@ def test_published_jobs_are_held_by_the_store(app: App) -> None:
     first, _, third = per_user.delay("u1"), per_user.delay("u1"), per_user.delay("u2")
     popped = [job.jid for job in app.engine.pop("api", "w", 10)]
     assert sorted(popped) == sorted([first, third])
+
+
+SQS = frozenset({Capability.DELAY, Capability.BLOCKING_POP, Capability.FAIRNESS})
+CLUSTER = frozenset(Capability) - {Capability.FLOW, Capability.FAIRNESS}
+PER_SECOND = (RateLimit("b", 1, 1.0),)
+
+
+@pytest.mark.parametrize(
+    ("have", "flow", "debounce", "refused"),
+    [
+        (frozenset(Capability), Flow("k", 1, PER_SECOND, "t"), Debounce(5), None),
+        (SQS, Flow(fair_key="t"), None, None),
+        (SQS, Flow(rates=PER_SECOND, fair_key="t"), None, "rate_limit"),
+        (SQS, Flow("k", 2), None, "max_concurrency"),
+        (SQS, None, Debounce(5), "debounce"),
+        (CLUSTER, Flow(fair_key="t"), None, "fair_key"),
+        (CLUSTER, None, Debounce(5), "debounce"),
+    ],
+)
+def test_what_an_engine_cannot_hold_is_named(
+    have: frozenset[Capability], flow: Flow | None, debounce: Debounce | None, refused: str | None
+) -> None:
+    found = unheld(have, "app.task", "q", flow, debounce)
+    assert (found and found[0]) == refused

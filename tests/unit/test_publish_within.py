@@ -210,3 +210,25 @@ def test_the_outbox_on_sqs(sqs_fresh_url: str, app_db: str) -> None:
         assert outbox.count() == 0
     finally:
         app.close()
+
+
+def test_a_fair_key_goes_through_the_outbox_and_what_sqs_cannot_hold_is_refused_first(
+    sqs_fresh_url: str, app_db: str
+) -> None:
+    app = lanner.App(broker=sqs_fresh_url)
+    try:
+        fair = app.task(queue="outbox-fair", fair_key=lambda a, **_: f"tenant-{a}")(add)
+        limited = app.task(queue="outbox-fair", name="outbox_limited", rate_limit="1/s")(add)
+        conn = sqlite3.connect(app_db)
+        handle = app.publish_many([fair.message(1, 2)], within=conn)[0]
+        with pytest.raises(lanner.Unsupported, match="'rate_limit'"):
+            app.publish_many([limited.message(1, 2)], within=conn)
+        conn.commit()
+        outbox = SQLiteOutbox(app_db)
+        (row,) = outbox.take(10)
+        assert row.job.flow == lanner.Flow(fair_key="tenant-1")  # a Flow again, not a list
+        assert relay_once(app.engine, outbox) == 1
+        (job,) = app.engine.pop("outbox-fair", "w1", 1, wait=LONG)
+        assert job.jid == handle
+    finally:
+        app.close()

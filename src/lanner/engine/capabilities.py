@@ -58,12 +58,16 @@ class Capability(StrEnum):
     FANOUT = "fanout"
     # events(): a live feed of what happens in the store (lanner.events, docs/events.md)
     EVENTS = "events"
-    # put(flow=...): rate limits and concurrency keys, held in the store (docs/flow-control.md)
+    # put(flow=...) with rate limits or a concurrency key, held in the store, and
+    # flow_state() (docs/flow-control.md)
     FLOW = "flow"
     # A concurrency key or rate bucket shared by jobs of several queues, enforced over all
     # of them (without it, a key stays with the queues of one partition: Redis Cluster
     # keeps a control's state in the hash slot of its queue; `Unsupported` otherwise)
     CROSS_QUEUE_FLOW = "cross-queue-flow"
+    # put(flow=Flow(fair_key=...)): a queue's jobs of different fair keys take turns (in the
+    # store's pop order; on SQS, its fair queues: a MessageGroupId per key)
+    FAIRNESS = "fairness"
 
 
 class Commands(EngineHooks):

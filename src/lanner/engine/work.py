@@ -51,7 +51,8 @@ class WorkCommands(Commands):
         `PayloadTooLarge`.
         FLOW: `flow` holds the job back at pops while its concurrency key is at its cap (it
         waits aside until one of the key's jobs stops running) or a rate limit has no room
-        (it is scheduled for when there is), without spending a retry.
+        (it is scheduled for when there is), without spending a retry. FAIRNESS: its
+        `fair_key` makes it take turns with the queue's jobs of other keys.
         FANOUT: a put into `q` also puts the job into every `q+<child>` popped or peeked at
         least once, as jid `<jid>+<child>` (without `depends`; a child that is full and does
         not discard drops its copy, counted as discarded).
@@ -132,8 +133,14 @@ class WorkCommands(Commands):
             self._require(Capability.UNIQUE, f"put(if_exists={job.if_exists!r})")
         if job.expires_at is not None:
             self._require(Capability.LIMITS, "put(expires_at=...)")
-        if job.flow is not None:
-            self._require(Capability.FLOW, "put(flow=...)")
+        flow = job.flow
+        if flow is not None:
+            if flow.max_concurrency:
+                self._require(Capability.FLOW, "put(flow=Flow(concurrency_key=...))")
+            if flow.rates:
+                self._require(Capability.FLOW, "put(flow=Flow(rates=...))")
+            if flow.fair_key is not None:
+                self._require(Capability.FAIRNESS, "put(flow=Flow(fair_key=...))")
         self._gate_fanout(job.queue, "put")
 
     # -- taking work ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from lanner.records import NewJob
+from lanner.records import Flow, NewJob, RateLimit
 
 
 class OutboxRow(NamedTuple):
@@ -27,6 +27,10 @@ def encode(job: NewJob) -> str:
 
 def decode(text: str) -> NewJob:
     fields: dict[str, Any] = json.loads(text)
+    flow = fields.get("flow")
+    if flow is not None:  # JSON made the Flow (a NamedTuple) a list: a Flow again
+        key, cap, rates, fair = flow
+        fields["flow"] = Flow(key, cap, tuple(RateLimit(*rate) for rate in rates), fair)
     return NewJob(**fields)
 
 

@@ -24,11 +24,13 @@ MAX_DELAY: Final = 900
 
 
 class Outgoing(NamedTuple):
-    """One message to send: `key` names it in the outcome, `delay` in whole seconds."""
+    """One message to send: `key` names it in the outcome, `delay` in whole seconds,
+    `group` its MessageGroupId (a fair queue's tenant; None: none)."""
 
     key: str
     body: str
     delay: int = 0
+    group: str | None = None
 
 
 class Settling(NamedTuple):
@@ -51,10 +53,14 @@ def send(client: SQSClient, url: str, messages: Sequence[Outgoing], budget: int)
     """Send `messages` to the queue at `url`, in calls of at most 10 and `budget` bytes."""
     outcome = Outcome()
     for chunk in _sized(messages, budget):
-        entries = [
-            {"Id": str(index), "MessageBody": message.body, "DelaySeconds": message.delay}
-            for index, message in enumerate(chunk)
-        ]
+        entries: list[dict[str, Any]] = []
+        for index, message in enumerate(chunk):
+            entry: dict[str, Any] = {
+                "Id": str(index), "MessageBody": message.body, "DelaySeconds": message.delay
+            }  # fmt: skip
+            if message.group is not None:
+                entry["MessageGroupId"] = message.group
+            entries.append(entry)
         _call(client, "send_message_batch", url, entries, [m.key for m in chunk], outcome)
     return outcome
 

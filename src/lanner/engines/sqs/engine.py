@@ -11,9 +11,11 @@ Data layout.
   which every process sees), MaximumMessageSize (option `max_message_bytes`; `put` refuses
   bigger messages before sending anything), MessageRetentionPeriod 14 days (SQS's most).
 - Message body: one ASCII JSON object, `{"lanner-job": 1, "jid", "klass", "queue",
-  "data", "retries", "remaining", "put", ["due"], ["released"]}` (messages.py). No
-  message attributes are used; the system attribute ApproximateReceiveCount is read at
+  "data", "retries", "remaining", "put", ["due"], ["released"], ["fair"]}` (messages.py).
+  No message attributes are used; the system attribute ApproximateReceiveCount is read at
   each receive: every earlier delivery of a message spent a retry (a lock that ran out).
+  A job with a fair key (FAIRNESS) is sent with a MessageGroupId made of it, every time:
+  the standard queue is then one of SQS's fair queues, no setting needed.
 - Dead letter: the body plus `"failure": {"group", "message", "when", "worker"}`; a
   message that was no lanner job is kept as `"foreign"` text with group `lanner-not-a-job`.
 
@@ -24,10 +26,11 @@ queue; an entry SQS fails is a lock lost). complete/complete_many: DeleteMessage
 release, retry and a delay: the message is sent again (its counters in its body, a delay as
 DelaySeconds, or `due` past 900 s) and the received one deleted. fail: a dead letter, then
 the delete. What SQS cannot do (find a message by jid, list or peek a queue, cancel,
-priorities within a queue, a store of settings) is left out of `capabilities` and raises
-`Unsupported`. Receipt handles live in the popping process (receipts.py); counts are reused
-briefly (counts.py); every request is counted (`requests`). Delivery is at-least-once, as
-everywhere: SQS standard queues may also deliver a message twice on their own.
+priorities within a queue, a store of settings, rate limits and concurrency keys) is left
+out of `capabilities` and raises `Unsupported`. Receipt handles live in the popping
+process (receipts.py); counts are reused briefly (counts.py); every request is counted
+(`requests`). Delivery is at-least-once, as everywhere: SQS standard queues may also
+deliver a message twice on their own.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ class SQSEngine(Engine):
     """The SQS engine. Safe to share between threads; each process has its own client."""
 
     name = "sqs"
-    capabilities = frozenset({Capability.DELAY, Capability.BLOCKING_POP})
+    # FAIRNESS is SQS's fair queues: a job's fair key is its messages' MessageGroupId.
+    capabilities = frozenset({Capability.DELAY, Capability.BLOCKING_POP, Capability.FAIRNESS})
     follows_now = False  # visibility timeouts and delays run on SQS's clock
 
     def __init__(self, url: str = "sqs://", *, options: SQSOptions | None = None) -> None:
@@ -156,7 +160,10 @@ class SQSEngine(Engine):
         for job in checked.jobs:
             self.directory.sqs_name(job.queue)  # every name checked before any request
             retries = DEFAULT_RETRIES if job.retries is None else job.retries
-            body = Body(job.jid, job.klass, job.queue, job.data, retries, retries, checked.now)
+            fair = None if job.flow is None else job.flow.fair_key  # FAIRNESS only: gated
+            body = Body(
+                job.jid, job.klass, job.queue, job.data, retries, retries, checked.now, fair=fair
+            )
             bodies.append(scheduled(body, job.delay, checked.now))
         self._check_sizes(command, [body for body, _ in bodies], self.options.max_message_bytes)
         by_queue: dict[str, list[tuple[Body, int]]] = {}

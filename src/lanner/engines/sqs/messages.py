@@ -5,14 +5,19 @@ Unicode characters and counts bytes, so nothing is ever rewritten or refused), m
 lanner's by its first key:
 
     {"lanner-job": 1, "jid": ..., "klass": ..., "queue": ..., "data": "<the JSON text>",
-     "retries": 5, "remaining": 5, "put": <time>, "due": <time>, "released": 1}
+     "retries": 5, "remaining": 5, "put": <time>, "due": <time>, "released": 1,
+     "fair": "<fair key>"}
 
 `data` is the job's JSON text as a string, so that it comes back exactly as it was put.
 `remaining` is the retry budget left when the message was sent; each earlier delivery of
 the same message (SQS's ApproximateReceiveCount - 1: a lock that ran out, a worker that
 died) has spent one more. `due` is there only for a delay longer than SQS's 900 s: a
 message received before it is sent again, out of sight, until it is due. `released`
-counts the times the job was given back unrun (Kale's deferrals).
+counts the times the job was given back unrun (Kale's deferrals). `fair` is the job's fair
+key (FAIRNESS), there only if it has one: every message of the job is sent with the
+MessageGroupId `group_id` makes of it, which makes the standard queue one of SQS's fair
+queues (SQS delivers the messages of the keys with fewer in flight first); the body keeps
+the key itself, so that a job sent again (released, retried, delayed) keeps its group.
 
 A dead letter (in the dead-letter queue) is the job's body plus its failure,
 `"failure": {"group", "message", "when", "worker"}`; a message that was not a lanner job
@@ -22,7 +27,9 @@ fit the queue's size limit, for which every job leaves FAILURE_ROOM bytes.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -36,6 +43,19 @@ FAILURE_ROOM: Final = 4096
 made of it (the body and its failure: group, worker and a message cut to fit) fits too."""
 
 _CUT: Final = " ...[cut to fit SQS's message size]"
+
+_GROUP_ID: Final = re.compile(r"[!-}][!-~]{0,127}")
+"""SQS's rule for a MessageGroupId: 1 to 128 ASCII letters, digits and punctuation (no
+space); '~' is left out of the first character, which marks a digest (`group_id`)."""
+
+
+def group_id(fair_key: str) -> str:
+    """The MessageGroupId of a fair key: the key itself where SQS's rule allows it, else
+    '~' and the SHA-256 of its UTF-8 (a key with a space, a long one, one that is not
+    ASCII). Only equality between groups matters to SQS, and two keys never share one."""
+    if _GROUP_ID.fullmatch(fair_key):
+        return fair_key
+    return "~" + hashlib.sha256(fair_key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class NotAJob(ValueError):
@@ -55,6 +75,7 @@ class Body:
     put: float
     due: float | None = None
     released: int = 0
+    fair: str | None = None  # FAIRNESS: the job's fair key
 
     def encoded(self) -> str:
         return _dumps(self._fields())
@@ -74,7 +95,14 @@ class Body:
             fields["due"] = self.due
         if self.released:
             fields["released"] = self.released
+        if self.fair is not None:
+            fields["fair"] = self.fair
         return fields
+
+    @property
+    def group(self) -> str | None:
+        """The MessageGroupId its messages are sent with (None: no fair key, no group)."""
+        return None if self.fair is None else group_id(self.fair)
 
     def again(self, **changes: Any) -> Body:
         return replace(self, **changes)
@@ -126,6 +154,7 @@ def decode(text: str) -> Body:
             put=_number(fields, "put"),
             due=None if fields.get("due") is None else _number(fields, "due"),
             released=_count(fields, "released") if "released" in fields else 0,
+            fair=_text(fields, "fair") if "fair" in fields else None,
         )
     except (KeyError, TypeError) as error:
         raise NotAJob(f"its lanner job body is damaged: {error}") from None

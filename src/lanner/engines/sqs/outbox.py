@@ -7,6 +7,7 @@ letters. `Outbox` does both for the engine and for `Receiver` alike, in batches 
 
 A delay is SQS's DelaySeconds, whole seconds up to 900; a longer one is carried in the
 body (`due`) and the message is sent again, out of sight, until it is due (receive.py).
+A job with a fair key is sent with its MessageGroupId (messages.py), every time.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class Outbox:
         """Send job bodies (each with its DelaySeconds) to `queue`; the jids sent."""
         url = self.directory.info(queue).url
         outgoing = [
-            Outgoing(str(index), body.encoded(), delay)
+            Outgoing(str(index), body.encoded(), delay, body.group)
             for index, (body, delay) in enumerate(entries)
         ]
         outcome = send(self.client, url, outgoing, self.budget)
