@@ -226,7 +226,7 @@ def _all_keys(cluster: RedisCluster) -> dict[str, redis.Redis]:
     found: dict[str, redis.Redis] = {}
     for port in cluster.primaries():
         client = redis.Redis(port=port, decode_responses=True)
-        found.update((k, client) for k in client.keys("ql:*"))
+        found.update((str(k), client) for k in client.keys("ql:*"))
     return found
 
 
