@@ -4,7 +4,9 @@ Every command is one transaction on one connection per process. Commands that ch
 anything start with BEGIN IMMEDIATE, which takes the file's write lock before the first
 read, so two processes can never both see a job as waiting and both lock it. Threads of
 one process share the connection under a lock. While an event stream listens, a write
-transaction also stores the events it makes, before its COMMIT (`eventlog.py`).
+transaction also stores the events it makes, before its COMMIT (`eventlog.py`). A commit
+that must be durable waits for the disk after it lets go of the write lock, sharing one
+fsync with the other threads' commits made meanwhile (`walsync.py`, group commit).
 
 No connection crosses a fork. SQLite keeps per-process state about every open file (its
 POSIX locks, the shared-memory map of the WAL index) that a child would inherit without
@@ -39,6 +41,7 @@ from lanner.engines.sqlite import eventlog
 from lanner.engines.sqlite.filewatch import FileWatch
 from lanner.engines.sqlite.options import SQLiteOptions
 from lanner.engines.sqlite.schema import connect, execute_when_free
+from lanner.engines.sqlite.walsync import GROUPED_MODES, WalSync
 from lanner.errors import EngineUnavailable, LannerError, StoreMisconfigured
 
 _SYNCED_MODES: Final = frozenset({"full", "extra"})
@@ -69,6 +72,7 @@ class Database:
         self._committed = threading.Condition(self._lock)
         self.commits = 0
         self._conn: sqlite3.Connection | None = None
+        self._walsync: WalSync | None = None  # group commit (`walsync.py`), per connection
         self._pid = 0
         self._file: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file opened
         self._checked_at = 0.0
@@ -117,7 +121,20 @@ class Database:
             raise _lanners(error, self.path, "cannot open ") from None
         self._pid = os.getpid()
         self._file = (found.st_dev, found.st_ino)
+        self._walsync = self._group_commits(self._conn)
         self._checked_at = time.monotonic()
+
+    def _group_commits(self, conn: sqlite3.Connection) -> WalSync | None:
+        """Where commits are synced (`full`, `extra`) in WAL mode: the connection's commits
+        made as with `normal`, and synced by `WalSync` after the write lock is let go (group
+        commit). A new one per connection: none of its state crosses a fork."""
+        if self.options.synchronous not in GROUPED_MODES:
+            return None
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        if str(mode).lower() != "wal":
+            return None
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return WalSync(self.path + "-wal")
 
     def _check_file(self) -> None:
         """Reopen if the path now names another file, or none (deleted, or replaced)."""
@@ -145,23 +162,39 @@ class Database:
     def write(self, *, synced: bool = True) -> Iterator[sqlite3.Connection]:
         """A write transaction: the file's write lock from the first statement to COMMIT.
 
-        `synced=False` (a pop's): its COMMIT does not wait for the disk, as with
+        Where commits are synced (`full`, the default), the write lock is let go at
+        COMMIT and the disk waited for after it, one fsync for the commits of every thread
+        waiting then (`walsync.py`, group commit): a write returns once it is durable.
+
+        `synced=False` (a pop's): it does not wait for the disk, as with
         `synchronous=normal`: a power cut may undo it (the job is then popped again, which
         at-least-once allows; its workers, on the same machine, are cut off too), a
         process's crash never, and the next synced commit makes it durable with its own,
         the WAL being synced whole."""
+        commit, syncer = 0, None
         with self._lock, _store_errors(self.path):
             conn = self._connection()
-            if synced or self.options.synchronous not in _SYNCED_MODES:
+            walsync = self._walsync
+            if walsync is not None or synced or self.options.synchronous not in _SYNCED_MODES:
+                changes = conn.total_changes
                 with self._transaction(conn):
                     yield conn
-                return
-            conn.execute("PRAGMA synchronous = NORMAL")
+                # Synced below, the write lock let go (`walsync.py`); a transaction that
+                # changed no row wrote nothing to sync.
+                if walsync is not None and synced and conn.total_changes != changes:
+                    commit, syncer = walsync.committed(), walsync
+            else:  # not in WAL mode: SQLite syncs, unless told otherwise for this commit
+                conn.execute("PRAGMA synchronous = NORMAL")
+                try:
+                    with self._transaction(conn):
+                        yield conn
+                finally:  # whatever happened: every other commit is synced as configured
+                    conn.execute(f"PRAGMA synchronous = {self.options.synchronous.upper()}")
+        if syncer is not None:
             try:
-                with self._transaction(conn):
-                    yield conn
-            finally:  # whatever happened: every other commit is synced as configured
-                conn.execute(f"PRAGMA synchronous = {self.options.synchronous.upper()}")
+                syncer.sync(commit)
+            except OSError as error:
+                raise _lanners(error, self.path, "cannot sync the WAL of ") from None
 
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
