@@ -25,7 +25,14 @@ from dataclasses import dataclass
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from lanner.bench.common import BenchProgress, MachineInfo, NoProgress, bench_store, rate
+from lanner.bench.common import (
+    BenchError,
+    BenchProgress,
+    MachineInfo,
+    NoProgress,
+    bench_store,
+    rate,
+)
 from lanner.bench.stats import percentile
 
 TASK_NAME = "lanner.bench.publish_noop"
@@ -75,12 +82,7 @@ def run_publish_benchmark(
         if processes == 1:
             outcomes = [_publisher(store, shares[0], threads, None)]
         else:
-            context = multiprocessing.get_context("spawn")
-            barrier = context.Barrier(processes)
-            with context.Pool(processes) as pool:
-                outcomes = pool.starmap(
-                    _publisher, [(store, share, threads, barrier) for share in shares]
-                )
+            outcomes = _in_processes(store, shares, threads)
         progress.advance()
     start = min(outcome["start"] for outcome in outcomes)
     end = max(outcome["end"] for outcome in outcomes)
@@ -96,6 +98,34 @@ def run_publish_benchmark(
         latency_ms={f"p{q}": round(percentile(latencies, q), 3) for q in (50, 95, 99)},
         machine=MachineInfo.current(),
     )
+
+
+def _in_processes(url: str, shares: list[int], threads: int) -> list[dict[str, Any]]:
+    """`_publisher` in a spawned process per share, started together (a barrier)."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(len(shares))
+    results = context.SimpleQueue()
+    children = [
+        context.Process(target=_child, args=(url, share, threads, barrier, results))
+        for share in shares
+    ]
+    for child in children:
+        child.start()
+    outcomes = [results.get() for _ in children]
+    for child in children:
+        child.join()
+    failed = [outcome for outcome in outcomes if "error" in outcome]
+    if failed:
+        raise BenchError(f"a publishing process failed: {failed[0]['error']}")
+    return outcomes
+
+
+def _child(url: str, jobs: int, threads: int, barrier: Barrier, results: Any) -> None:
+    try:
+        results.put(_publisher(url, jobs, threads, barrier))
+    except BaseException as error:
+        barrier.abort()
+        results.put({"error": repr(error)})
 
 
 def _publisher(url: str, jobs: int, threads: int, barrier: Barrier | None) -> dict[str, Any]:
