@@ -177,3 +177,19 @@ def test_a_version_1_database_is_migrated_when_opened(tmp_path: Path) -> None:
         job = engine.get("a")
         assert job is not None
         assert job.result == '"kept"'
+
+
+def test_the_busy_timeout_is_off_from_a_write_to_the_next_read(tmp_path: Path) -> None:
+    with SQLiteEngine(tmp_path / "jobs.db") as engine:
+        engine.put("q", "a", "K", now=1)
+        conn = engine.database._conn
+        assert conn is not None
+        # Between writes: off (the next BEGIN IMMEDIATE waits in short steps of its own).
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        engine.put("q", "b", "K", now=1)
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        assert pragma(engine, "busy_timeout") == 30_000  # a read waits as configured
+        with engine.database.read() as reading:
+            assert reading.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+        assert engine.pop("q", "w", 2, now=2)
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0

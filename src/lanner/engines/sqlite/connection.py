@@ -40,7 +40,7 @@ from typing import Final
 from lanner.engines.sqlite import eventlog
 from lanner.engines.sqlite.filewatch import FileWatch
 from lanner.engines.sqlite.options import SQLiteOptions
-from lanner.engines.sqlite.schema import connect, execute_when_free
+from lanner.engines.sqlite.schema import connect, retry_while_busy
 from lanner.engines.sqlite.walsync import GROUPED_MODES, WalSync
 from lanner.errors import EngineUnavailable, LannerError, StoreMisconfigured
 
@@ -73,6 +73,11 @@ class Database:
         self.commits = 0
         self._conn: sqlite3.Connection | None = None
         self._walsync: WalSync | None = None  # group commit (`walsync.py`), per connection
+        # The connection's busy timeout is off (0) from one write transaction's BEGIN to
+        # the next read, which sets it again: a process that only writes (a publisher, a
+        # worker) saves two statements per transaction. A write holds the write lock from
+        # its BEGIN IMMEDIATE, which waits in `retry_while_busy`, so nothing after it waits.
+        self._impatient = False
         self._pid = 0
         self._file: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file opened
         self._checked_at = 0.0
@@ -122,6 +127,7 @@ class Database:
         self._pid = os.getpid()
         self._file = (found.st_dev, found.st_ino)
         self._walsync = self._group_commits(self._conn)
+        self._impatient = False  # connect() set the busy timeout
         self._checked_at = time.monotonic()
 
     def _group_commits(self, conn: sqlite3.Connection) -> WalSync | None:
@@ -216,9 +222,12 @@ class Database:
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the file's write lock, retrying in short steps while another process has it
-        (`execute_when_free`: fairer than SQLite's own waits)."""
+        (`schema.execute_when_free`: fairer than SQLite's own waits)."""
+        if not self._impatient:
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._impatient = True
         try:
-            execute_when_free(conn, "BEGIN IMMEDIATE", self.options.busy_timeout)
+            retry_while_busy(conn, "BEGIN IMMEDIATE", self.options.busy_timeout)
         except sqlite3.OperationalError as error:
             if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
@@ -231,7 +240,7 @@ class Database:
     def read(self) -> Iterator[sqlite3.Connection]:
         """A read-only transaction: one consistent snapshot, no write lock."""
         with self._lock, _store_errors(self.path):
-            conn = self._connection()
+            conn = self._patient_connection()
             conn.execute("BEGIN")
             try:
                 yield conn
@@ -242,7 +251,15 @@ class Database:
     def statement(self) -> Iterator[sqlite3.Connection]:
         """The connection for one read statement (its own implicit transaction)."""
         with self._lock, _store_errors(self.path):
-            yield self._connection()
+            yield self._patient_connection()
+
+    def _patient_connection(self) -> sqlite3.Connection:
+        """The connection with its busy timeout set (off since a write, if any)."""
+        conn = self._connection()
+        if self._impatient:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.options.busy_timeout * 1000)}")
+            self._impatient = False
+        return conn
 
     def versions(self, conn: sqlite3.Connection, *, committing: bool = False) -> tuple[int, int]:
         """What changes when anyone commits: the file's data_version (other processes'
@@ -303,6 +320,7 @@ class Database:
             return False
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(self.options.busy_timeout * 1000)}")
+            self._impatient = False
 
     def _own_watch(self) -> FileWatch | None:
         """This process's watch of the file (made at first use), or None: poll instead."""
