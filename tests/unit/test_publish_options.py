@@ -31,7 +31,9 @@ def test_each_way_of_choosing_options_makes_the_same(tmp_path: Path) -> None:
 
     assert work.task_class.max_retries == 2
     assert work.task_class.rate_limit == "5/s"
-    assert work.task_class.debounce.window == 3
+    debounce = work.task_class.debounce
+    assert debounce is not None
+    assert debounce.window == 3
     chosen = work.options(priority=3, delay=2.0, max_concurrency=1, concurrency_key="k")
     message = chosen.message(1)
     assert message.options.priority == 3

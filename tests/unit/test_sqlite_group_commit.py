@@ -63,7 +63,7 @@ def put(engine: SQLiteEngine, jid: str) -> None:
     engine.put_many([NewJob("q", jid, "t", "{}")])
 
 
-def test_a_put_returns_after_a_sync_of_the_wal(engine: SQLiteEngine, watched: WatchedSync):
+def test_a_put_returns_after_a_sync_of_the_wal(engine: SQLiteEngine, watched: WatchedSync) -> None:
     put(engine, "a")
     assert watched.calls == 1
     put(engine, "b")
@@ -79,16 +79,20 @@ def test_a_put_returns_after_a_sync_of_the_wal(engine: SQLiteEngine, watched: Wa
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
 
 
-def test_commits_made_during_a_sync_share_the_next(engine: SQLiteEngine, watched: WatchedSync):
+def test_commits_made_during_a_sync_share_the_next(
+    engine: SQLiteEngine, watched: WatchedSync
+) -> None:
     watched.hold_first = True
     first = threading.Thread(target=put, args=(engine, "first"))
     first.start()
     assert watched.entered.wait(DEADLINE)  # its commit is made; its sync is held
     done: list[str] = []
-    others = [
-        threading.Thread(target=lambda jid=jid: (put(engine, jid), done.append(jid)))
-        for jid in ("b", "c", "d")
-    ]
+
+    def put_and_tell(jid: str) -> None:
+        put(engine, jid)
+        done.append(jid)
+
+    others = [threading.Thread(target=put_and_tell, args=(jid,)) for jid in ("b", "c", "d")]
     for thread in others:
         thread.start()
     syncer = engine.database._walsync
@@ -129,7 +133,7 @@ def test_a_failed_sync_fails_the_write_and_covers_nothing(
 
 
 @pytest.mark.parametrize("mode", ["normal", "off"])
-def test_modes_that_do_not_sync_never_sync(tmp_path: Path, watched: WatchedSync, mode: str):
+def test_modes_that_do_not_sync_never_sync(tmp_path: Path, watched: WatchedSync, mode: str) -> None:
     engine = SQLiteEngine(tmp_path / "jobs.db", SQLiteOptions(synchronous=mode))
     try:
         put(engine, "a")
