@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from lanner import instruments, names
 from lanner.codec import Codec, JobIdentity, JSONCodec, Payload, SignedPickleCodec
@@ -40,24 +40,21 @@ from lanner.errors import (
     MalformedArgument,
     PayloadTooLarge,
 )
-from lanner.flow import (
-    Debounce,
-    FlowOptions,
-    KeySpec,
-    as_debounce,
-    debounced,
-    flow_of,
-    other_turn,
-    refuse_unheld,
-)
+from lanner.flow import debounced, flow_of, other_turn, refuse_unheld
 from lanner.handle import JobHandle
-from lanner.messages import Message, PublishOptions
+from lanner.messages import Message, PublishArguments, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.records import NewJob
 from lanner.schedules import CatchUp, Schedule, periodic_decorator
 from lanner.settings import Settings, configured_from_environment, load_settings
 from lanner.task import Task, find_task, registered_tasks
-from lanner.taskfunction import TaskFunction, TaskOptions, task_class_for
+from lanner.taskfunction import DEFAULT_QUEUE as DEFAULT_QUEUE  # its old home, kept
+from lanner.taskfunction import (
+    TaskArguments,
+    TaskFunction,
+    TaskOptions,
+    task_class_for,
+)
 
 logger = logging.getLogger("lanner.app")
 
@@ -65,7 +62,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 _T = TypeVar("_T")
 
-DEFAULT_QUEUE = "default"
 EAGER_MAX_DATA_BYTES = 10 * 1024 * 1024  # the engines' default
 
 _random_id = Task._get_task_id.__func__  # type: ignore[attr-defined]
@@ -192,73 +188,26 @@ class App:
 
     @overload
     def task(
-        self,
-        fn: None = None,
-        /,
-        *,
-        queue: str = DEFAULT_QUEUE,
-        max_retries: int | None = 4,
-        time_limit: float | None = None,
-        target_runtime: float | None = None,
-        priority: int = 0,
-        name: str | None = None,
-        result: bool | None = None,
-        rate_limit: str | None = None,
-        rate_key: KeySpec = None,
-        concurrency_key: KeySpec = None,
-        max_concurrency: int | None = None,
-        fair_key: KeySpec = None,
-        debounce: Debounce | float | None = None,
+        self, fn: None = None, /, **options: Unpack[TaskArguments]
     ) -> Callable[[Callable[P, R]], TaskFunction[P, R]]: ...
 
-    def task(
-        self,
-        fn: Callable[P, R] | None = None,
-        /,
-        *,
-        queue: str = DEFAULT_QUEUE,
-        max_retries: int | None = 4,
-        time_limit: float | None = None,
-        target_runtime: float | None = None,
-        priority: int = 0,
-        name: str | None = None,
-        result: bool | None = None,
-        rate_limit: str | None = None,
-        rate_key: KeySpec = None,
-        concurrency_key: KeySpec = None,
-        max_concurrency: int | None = None,
-        fair_key: KeySpec = None,
-        debounce: Debounce | float | None = None,
-    ) -> Any:
+    def task(self, fn: Callable[P, R] | None = None, /, **options: Unpack[TaskArguments]) -> Any:
         """Decorate a function (or an `async def` one) as a task, with or without arguments.
 
-        `max_retries`: retries after the first failure, with exponential backoff (the
-        settings' `retry_delay`); None or 0: none. `time_limit`: seconds a run may take
-        (None: no limit; its lock is kept by heartbeats as long as it runs).
-        `target_runtime`: seconds past which a run is logged as slow (None: its time limit).
-        `result`: whether its jobs keep what it returns (None: the app's `results`).
-        `rate_limit`, `rate_key`, `concurrency_key`, `max_concurrency`, `fair_key`,
-        `debounce`: FLOW, held by the store across all workers (docs/flow-control.md).
-        docs/tasks.md has the table of defaults."""
-        flow = None
-        if rate_limit or rate_key or concurrency_key or max_concurrency or fair_key:
-            flow = FlowOptions(
-                rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
-            ).check()
-        options = TaskOptions(
-            queue,
-            max_retries,
-            time_limit,
-            target_runtime,
-            priority,
-            name,
-            result,
-            flow,
-            as_debounce(debounce),
-        )
+        `queue` (default "default"). `max_retries`: retries after the first failure, with
+        exponential backoff (the settings' `retry_delay`; default 4); None or 0: none.
+        `time_limit`: seconds a run may take (None, the default: no limit; its lock is
+        kept by heartbeats as long as it runs). `target_runtime`: seconds past which a
+        run is logged as slow (None: its time limit). `priority` (default 0). `name`
+        (default: its dotted name). `result`: whether its jobs keep what it returns
+        (None: the app's `results`). `rate_limit`, `rate_key`, `concurrency_key`,
+        `max_concurrency`, `fair_key`, `debounce`: FLOW, held by the store across all
+        workers (docs/flow-control.md). The names and defaults are
+        `lanner.taskfunction.TaskOptions`'s; docs/tasks.md has the table of defaults."""
+        chosen = TaskOptions.of(options)
 
         def decorate(function: Callable[P, R]) -> TaskFunction[P, R]:
-            return TaskFunction(self, function, task_class_for(self, function, options))
+            return TaskFunction(self, function, task_class_for(self, function, chosen))
 
         return decorate(fn) if fn is not None else decorate
 
@@ -289,26 +238,20 @@ class App:
         kwargs: Mapping[str, Any] | None = None,
         *,
         app_data: Any = None,
-        queue: str | None = None,
-        delay: float = 0.0,
-        priority: int | None = None,
-        tags: Sequence[str] | None = None,
-        depends: Sequence[str] | None = None,
-        jid: str | None = None,
-        retries: int | None = None,
-        unique: bool = False,
         within: sqlite3.Connection | None = None,
+        **options: Unpack[PublishArguments],
     ) -> JobHandle:
-        """Publish one run of `task`; return its handle (the jid, a str). `within`: as
-        `publish_many`'s.
+        """Publish one run of `task`; return its handle (the jid, a str). `options`:
+        `lanner.messages.PublishArguments` (queue, delay, priority, tags, depends, jid,
+        retries, unique). `within`: as `publish_many`'s.
 
         With a `jid` of your own, publishing it again moves that job (new arguments, new
         place) while it waits, but never starts a second run of it while it runs
         (`InvalidState`); with `unique=True` a live job of that jid is left as it is, and
         its handle returned.
         """
-        options = PublishOptions(queue, delay, priority, tags, depends, jid, retries, unique)
-        message = Message(_task_class(task), tuple(args), kwargs or {}, app_data, options)
+        chosen = PublishOptions(**options)
+        message = Message(_task_class(task), tuple(args), kwargs or {}, app_data, chosen)
         return self.publish_many([message], within=within)[0]
 
     def publish_many(

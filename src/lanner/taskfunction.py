@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, ParamSpec, TypeVar, Unpack
 
-from lanner.flow import Debounce, FlowOptions, KeySpec, as_debounce
-from lanner.messages import Message, PublishOptions
+from lanner.flow import Debounce, FlowOptions
+from lanner.messages import (
+    FLOW_KEYS,
+    FlowArguments,
+    Message,
+    OptionsArguments,
+    PublishOptions,
+    flow_choices,
+)
 from lanner.task import Task
 
 if TYPE_CHECKING:
@@ -26,18 +33,41 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class TaskOptions(NamedTuple):
-    """What `@app.task(...)` was given."""
+DEFAULT_QUEUE: Final = "default"
+
+
+class TaskArguments(FlowArguments, total=False):
+    """The keyword arguments of `@app.task(...)` (`App.task` documents them); the
+    defaults are `TaskOptions`'s."""
 
     queue: str
     max_retries: int | None
-    time_limit: float | None  # None: no time limit
-    target_runtime: float | None  # None: the time limit
+    time_limit: float | None
+    target_runtime: float | None
     priority: int
     name: str | None
     result: bool | None
+
+
+class TaskOptions(NamedTuple):
+    """What `@app.task(...)` was given, with the defaults of what it was not."""
+
+    queue: str = DEFAULT_QUEUE
+    max_retries: int | None = 4
+    time_limit: float | None = None  # None: no time limit
+    target_runtime: float | None = None  # None: the time limit
+    priority: int = 0
+    name: str | None = None
+    result: bool | None = None
     flow: FlowOptions | None = None
     debounce: Debounce | None = None
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> TaskOptions:
+        """The options `arguments` (TaskArguments) choose."""
+        flow, debounce = flow_choices(arguments)
+        chosen = {key: value for key, value in arguments.items() if key not in FLOW_KEYS}
+        return cls(**chosen, flow=flow, debounce=debounce)
 
 
 def task_class_for(app: App, function: Callable[..., Any], options: TaskOptions) -> type[Task]:
@@ -106,6 +136,8 @@ class TaskFunction(Generic[P, R]):
         self.function = function
         self.task_class = task_class
         self.name = task_class.name
+        # `.delay()`'s: no options chosen (made once, not at every publish).
+        self._plain: BoundOptions[P] = BoundOptions(app, task_class, PublishOptions(), None)
 
     def __repr__(self) -> str:
         return f"<task {self.name}>"
@@ -114,7 +146,7 @@ class TaskFunction(Generic[P, R]):
         return self.function(*args, **kwargs)
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
-        return self.options().delay(*args, **kwargs)
+        return self._plain.delay(*args, **kwargs)
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle:
         """`delay()` for async code: the event loop goes on while the job is published."""
@@ -133,35 +165,13 @@ class TaskFunction(Generic[P, R]):
         return self.options().si(*args, **kwargs)
 
     def options(
-        self,
-        *,
-        queue: str | None = None,
-        delay: float = 0.0,
-        priority: int | None = None,
-        tags: Sequence[str] | None = None,
-        depends: Sequence[str] | None = None,
-        jid: str | None = None,
-        retries: int | None = None,
-        unique: bool = False,
-        app_data: Any = None,
-        rate_limit: str | None = None,
-        rate_key: KeySpec = None,
-        concurrency_key: KeySpec = None,
-        max_concurrency: int | None = None,
-        fair_key: KeySpec = None,
-        debounce: Debounce | float | None = None,
+        self, *, app_data: Any = None, **arguments: Unpack[OptionsArguments]
     ) -> BoundOptions[P]:
-        """Publish options of one run; the FLOW ones override the task's
-        (docs/flow-control.md)."""
-        flow = None
-        if rate_limit or rate_key or concurrency_key or max_concurrency or fair_key:
-            flow = FlowOptions(
-                rate_limit, rate_key, concurrency_key, max_concurrency, fair_key
-            ).check()
-        options = PublishOptions(
-            queue, delay, priority, tags, depends, jid, retries, unique, flow, as_debounce(debounce)
-        )
-        return BoundOptions(self.app, self.task_class, options, app_data)
+        """Publish options of one run (`lanner.messages.PublishArguments`); the FLOW ones
+        override the task's (docs/flow-control.md)."""
+        if not arguments and app_data is None:
+            return self._plain
+        return BoundOptions(self.app, self.task_class, PublishOptions.of(arguments), app_data)
 
 
 class BoundOptions(Generic[P]):

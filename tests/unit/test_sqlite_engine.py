@@ -30,24 +30,27 @@ def pragma(engine: SQLiteEngine, name: str) -> object:
 
 def test_wal_and_synchronous_full_by_default(tmp_path: Path) -> None:
     with SQLiteEngine(tmp_path / "jobs.db") as engine:
+        assert engine.options.synchronous == "full"
         assert pragma(engine, "journal_mode") == "wal"
-        assert pragma(engine, "synchronous") == 2  # FULL
+        # Commits as with NORMAL, each synced by lanner after the write lock is let go
+        # (group commit: tests/unit/test_sqlite_group_commit.py).
+        assert pragma(engine, "synchronous") == 1
+        assert engine.database._walsync is not None
 
 
 def test_a_pop_commits_unsynced_and_every_other_commit_stays_synced(tmp_path: Path) -> None:
     with SQLiteEngine(tmp_path / "jobs.db") as engine:
+        syncer = engine.database._walsync
+        assert syncer is not None
         engine.put("q", "a", "K", now=1)
-        seen: list[object] = []
-        with engine.database.write(synced=False) as conn:
-            seen.append(conn.execute("PRAGMA synchronous").fetchone()[0])
-        assert seen == [1]  # NORMAL for that transaction
-        assert pragma(engine, "synchronous") == 2  # FULL again after it
+        assert syncer.syncs == 1
         [job] = engine.pop("q", "w", 1, now=2)
-        assert pragma(engine, "synchronous") == 2
-        with pytest.raises(ZeroDivisionError), engine.database.write(synced=False):
-            1 / 0  # noqa: B018 - a transaction that fails
-        assert pragma(engine, "synchronous") == 2
+        assert syncer.syncs == 1
+        with pytest.raises(ZeroDivisionError), engine.database.write():
+            1 / 0  # noqa: B018 - a transaction that fails: nothing to sync
+        assert syncer.syncs == 1
         assert engine.complete_many([job.jid], "w", "q", now=3) == [job.jid]
+        assert syncer.syncs == 2
 
 
 def test_synchronous_is_configurable_from_the_url(tmp_path: Path) -> None:
@@ -174,3 +177,19 @@ def test_a_version_1_database_is_migrated_when_opened(tmp_path: Path) -> None:
         job = engine.get("a")
         assert job is not None
         assert job.result == '"kept"'
+
+
+def test_the_busy_timeout_is_off_from_a_write_to_the_next_read(tmp_path: Path) -> None:
+    with SQLiteEngine(tmp_path / "jobs.db") as engine:
+        engine.put("q", "a", "K", now=1)
+        conn = engine.database._conn
+        assert conn is not None
+        # Between writes: off (the next BEGIN IMMEDIATE waits in short steps of its own).
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        engine.put("q", "b", "K", now=1)
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+        assert pragma(engine, "busy_timeout") == 30_000  # a read waits as configured
+        with engine.database.read() as reading:
+            assert reading.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
+        assert engine.pop("q", "w", 2, now=2)
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0

@@ -20,6 +20,7 @@
     flow        `lanner bench flow rate|keys|fair|cron`: flow control with real pools
     kestrel     `lanner bench kestrel`: the memcache front beside memcached in the same run
     depth       `lanner bench depth`: an engine with a deep backlog
+    publish     `lanner bench publish`: single .delay() calls from many threads and processes
     chord       `lanner bench chord`: a chord of N no-op parents
     chord_chaos `lanner bench chord-chaos`: chords run by a pool whose workers are killed
     chord_tasks the tasks chord-chaos runs

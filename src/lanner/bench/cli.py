@@ -11,7 +11,12 @@ from __future__ import annotations
 import click
 
 from lanner.bench.chord_cli import chord_chaos_command, chord_command
-from lanner.bench.engine_cli import depth_command, engine_command, shards_command
+from lanner.bench.engine_cli import (
+    depth_command,
+    engine_command,
+    publish_command,
+    shards_command,
+)
 from lanner.bench.flow import flow_bench
 from lanner.bench.pool_cli import idle_command, io_command, pool_command, transactional_command
 from lanner.bench.servers_cli import kestrel_command, web_command
@@ -26,6 +31,7 @@ for command in (
     engine_command,
     depth_command,
     shards_command,
+    publish_command,
     pool_command,
     io_command,
     idle_command,

@@ -1,5 +1,6 @@
-"""`lanner bench engine`, `depth` and `shards`: the commands of the benchmarks of an engine
-on its own (throughput and pickup latency; a deep backlog; a Redis Cluster's shards), and
+"""`lanner bench engine`, `depth`, `shards` and `publish`: the commands of the benchmarks
+of an engine on its own (throughput and pickup latency; a deep backlog; a Redis Cluster's
+shards; single publishes from many threads), and
 how their results print. The benchmarks load when a command runs.
 """
 
@@ -191,4 +192,36 @@ def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json
             cpu, in_commands = f"{shard.cpu_us_per_job:.0f}", f"{shard.command_us_per_job:.0f}"
             table.add_row(layout.layout, shard.node, str(shard.queues), cpu, in_commands)
         table.add_row(layout.layout, "client", "", f"{layout.jobs_per_s:.0f} jobs/s", "")
+    Console().print(Group(table, about(result.url, result.machine)))
+
+
+@click.command("publish")
+@store_url_option("Store to publish to")
+@click.option("--jobs", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=2000, show_default=True,
+              help="Jobs published in all, one .delay() each.")  # fmt: skip
+@click.option("--threads", type=BoundedInt(1, 256), default=1, show_default=True,
+              help="Publishing threads in each process.")  # fmt: skip
+@click.option("--processes", type=BoundedInt(1, 64), default=1, show_default=True,
+              help="Publishing processes.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+def publish_command(
+    url: str | None, jobs: int, threads: int, processes: int, as_json: bool
+) -> None:
+    """Measure single publishes: `.delay()` calls, one job each, from THREADS threads in
+    each of PROCESSES processes at once: jobs/s, publisher CPU per publish, latency."""
+    from lanner.bench.publish import run_publish_benchmark
+
+    result = measured(
+        lambda progress: run_publish_benchmark(url, jobs, threads, processes, progress)
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    table = Table(title=f"{jobs:,} single .delay() calls, {processes} × {threads} threads")
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    table.add_row("publishes", f"{result.per_s:,.0f} jobs/s")
+    table.add_row("publisher CPU", f"{result.cpu_us:,.0f} µs per publish")
+    for label, ms in result.latency_ms.items():
+        table.add_row(f"latency {label}", f"{ms:.2f} ms")
     Console().print(Group(table, about(result.url, result.machine)))

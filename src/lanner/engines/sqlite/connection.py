@@ -4,7 +4,9 @@ Every command is one transaction on one connection per process. Commands that ch
 anything start with BEGIN IMMEDIATE, which takes the file's write lock before the first
 read, so two processes can never both see a job as waiting and both lock it. Threads of
 one process share the connection under a lock. While an event stream listens, a write
-transaction also stores the events it makes, before its COMMIT (`eventlog.py`).
+transaction also stores the events it makes, before its COMMIT (`eventlog.py`). A commit
+that must be durable waits for the disk after it lets go of the write lock, sharing one
+fsync with the other threads' commits made meanwhile (`walsync.py`, group commit).
 
 No connection crosses a fork. SQLite keeps per-process state about every open file (its
 POSIX locks, the shared-memory map of the WAL index) that a child would inherit without
@@ -38,7 +40,8 @@ from typing import Final
 from lanner.engines.sqlite import eventlog
 from lanner.engines.sqlite.filewatch import FileWatch
 from lanner.engines.sqlite.options import SQLiteOptions
-from lanner.engines.sqlite.schema import connect, execute_when_free
+from lanner.engines.sqlite.schema import connect, retry_while_busy
+from lanner.engines.sqlite.walsync import GROUPED_MODES, WalSync
 from lanner.errors import EngineUnavailable, LannerError, StoreMisconfigured
 
 _SYNCED_MODES: Final = frozenset({"full", "extra"})
@@ -69,6 +72,12 @@ class Database:
         self._committed = threading.Condition(self._lock)
         self.commits = 0
         self._conn: sqlite3.Connection | None = None
+        self._walsync: WalSync | None = None  # group commit (`walsync.py`), per connection
+        # The connection's busy timeout is off (0) from one write transaction's BEGIN to
+        # the next read, which sets it again: a process that only writes (a publisher, a
+        # worker) saves two statements per transaction. A write holds the write lock from
+        # its BEGIN IMMEDIATE, which waits in `retry_while_busy`, so nothing after it waits.
+        self._impatient = False
         self._pid = 0
         self._file: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file opened
         self._checked_at = 0.0
@@ -117,7 +126,21 @@ class Database:
             raise _lanners(error, self.path, "cannot open ") from None
         self._pid = os.getpid()
         self._file = (found.st_dev, found.st_ino)
+        self._walsync = self._group_commits(self._conn)
+        self._impatient = False  # connect() set the busy timeout
         self._checked_at = time.monotonic()
+
+    def _group_commits(self, conn: sqlite3.Connection) -> WalSync | None:
+        """Where commits are synced (`full`, `extra`) in WAL mode: the connection's commits
+        made as with `normal`, and synced by `WalSync` after the write lock is let go (group
+        commit). A new one per connection: none of its state crosses a fork."""
+        if self.options.synchronous not in GROUPED_MODES:
+            return None
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        if str(mode).lower() != "wal":
+            return None
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return WalSync(self.path + "-wal")
 
     def _check_file(self) -> None:
         """Reopen if the path now names another file, or none (deleted, or replaced)."""
@@ -145,23 +168,39 @@ class Database:
     def write(self, *, synced: bool = True) -> Iterator[sqlite3.Connection]:
         """A write transaction: the file's write lock from the first statement to COMMIT.
 
-        `synced=False` (a pop's): its COMMIT does not wait for the disk, as with
+        Where commits are synced (`full`, the default), the write lock is let go at
+        COMMIT and the disk waited for after it, one fsync for the commits of every thread
+        waiting then (`walsync.py`, group commit): a write returns once it is durable.
+
+        `synced=False` (a pop's): it does not wait for the disk, as with
         `synchronous=normal`: a power cut may undo it (the job is then popped again, which
         at-least-once allows; its workers, on the same machine, are cut off too), a
         process's crash never, and the next synced commit makes it durable with its own,
         the WAL being synced whole."""
+        commit, syncer = 0, None
         with self._lock, _store_errors(self.path):
             conn = self._connection()
-            if synced or self.options.synchronous not in _SYNCED_MODES:
+            walsync = self._walsync
+            if walsync is not None or synced or self.options.synchronous not in _SYNCED_MODES:
+                changes = conn.total_changes
                 with self._transaction(conn):
                     yield conn
-                return
-            conn.execute("PRAGMA synchronous = NORMAL")
+                # Synced below, the write lock let go (`walsync.py`); a transaction that
+                # changed no row wrote nothing to sync.
+                if walsync is not None and synced and conn.total_changes != changes:
+                    commit, syncer = walsync.committed(), walsync
+            else:  # not in WAL mode: SQLite syncs, unless told otherwise for this commit
+                conn.execute("PRAGMA synchronous = NORMAL")
+                try:
+                    with self._transaction(conn):
+                        yield conn
+                finally:  # whatever happened: every other commit is synced as configured
+                    conn.execute(f"PRAGMA synchronous = {self.options.synchronous.upper()}")
+        if syncer is not None:
             try:
-                with self._transaction(conn):
-                    yield conn
-            finally:  # whatever happened: every other commit is synced as configured
-                conn.execute(f"PRAGMA synchronous = {self.options.synchronous.upper()}")
+                syncer.sync(commit)
+            except OSError as error:
+                raise _lanners(error, self.path, "cannot sync the WAL of ") from None
 
     @contextmanager
     def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
@@ -183,9 +222,12 @@ class Database:
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the file's write lock, retrying in short steps while another process has it
-        (`execute_when_free`: fairer than SQLite's own waits)."""
+        (`schema.execute_when_free`: fairer than SQLite's own waits)."""
+        if not self._impatient:
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._impatient = True
         try:
-            execute_when_free(conn, "BEGIN IMMEDIATE", self.options.busy_timeout)
+            retry_while_busy(conn, "BEGIN IMMEDIATE", self.options.busy_timeout)
         except sqlite3.OperationalError as error:
             if error.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                 raise
@@ -198,7 +240,7 @@ class Database:
     def read(self) -> Iterator[sqlite3.Connection]:
         """A read-only transaction: one consistent snapshot, no write lock."""
         with self._lock, _store_errors(self.path):
-            conn = self._connection()
+            conn = self._patient_connection()
             conn.execute("BEGIN")
             try:
                 yield conn
@@ -209,7 +251,15 @@ class Database:
     def statement(self) -> Iterator[sqlite3.Connection]:
         """The connection for one read statement (its own implicit transaction)."""
         with self._lock, _store_errors(self.path):
-            yield self._connection()
+            yield self._patient_connection()
+
+    def _patient_connection(self) -> sqlite3.Connection:
+        """The connection with its busy timeout set (off since a write, if any)."""
+        conn = self._connection()
+        if self._impatient:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.options.busy_timeout * 1000)}")
+            self._impatient = False
+        return conn
 
     def versions(self, conn: sqlite3.Connection, *, committing: bool = False) -> tuple[int, int]:
         """What changes when anyone commits: the file's data_version (other processes'
@@ -270,6 +320,7 @@ class Database:
             return False
         finally:
             conn.execute(f"PRAGMA busy_timeout = {int(self.options.busy_timeout * 1000)}")
+            self._impatient = False
 
     def _own_watch(self) -> FileWatch | None:
         """This process's watch of the file (made at first use), or None: poll instead."""

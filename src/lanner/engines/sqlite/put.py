@@ -1,7 +1,8 @@
 """Putting jobs into the SQLite engine: new jobs, and existing ones moved (qless's put).
 
 One function, `store`, is the body of put, requeue, put_many, complete's advance to
-another queue, unfail and the runs recurring templates spawn. What a put may add to a
+another queue, unfail and the runs recurring templates spawn: a list of steps, each a
+function below it. What a put may add to a
 bounded queue is decided before (`limits.admit`), and its fanout copies made (`fanout`),
 by the engine's put alone; every store caps the jobs' expiry by their queue's max-age.
 """
@@ -12,7 +13,7 @@ import json
 import math
 import sqlite3
 from collections.abc import Mapping, Sequence, Set
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import eventlog, stats
@@ -39,75 +40,120 @@ def store(
     one (`InvalidState`, nothing stored). EVENTS: `announce` (the putting worker's name,
     maybe '') makes a `put` event per job, and `lock_lost` for a running job moved from
     another worker, as qless's put does (an advance, or a recurring run, makes none).
+
+    The steps, each below: what is there already; the jobs kept out (`if_exists`); the
+    failed ones moved out of the failed counts; the dependencies still open; the rows;
+    the queues' counts; the upsert; the dependency and tag rows; the queues made known;
+    the events.
     """
+    found = _existing(conn, jobs)
+    if any(job.if_exists != "move" for job in jobs):  # never so for recurring runs (put_at)
+        jobs = _not_kept(jobs, {jid: state for jid, (state, _, _) in found.states.items()})
+        if not jobs:
+            return
+    stored = {job.jid for job in jobs}
+    stats.uncount_failed(conn, found.failed_among(stored))
+    rows = _rows(
+        conn,
+        jobs,
+        found,
+        _open_dependencies(conn, jobs, stored),
+        [now] * len(jobs) if put_at is None else put_at,
+        config,
+        spawned_from,
+    )
+    # Counted first: the triggers of a job's later move within this put then find its
+    # queue's row.
+    _count_puts(conn, jobs, [row["size"] for row in rows], found.old.keys())
+    _upsert(conn, rows)
+    _store_links(conn, jobs, rows, found.old.keys(), now)
+    register_queues(conn, sorted({job.queue for job in jobs}), now)
+    if announce is not None and eventlog.listening():
+        _announce(jobs, found.holders, announce)
+
+
+class _Existing(NamedTuple):
+    """What the store holds already of the jids put."""
+
+    old: dict[str, tuple[Any, ...]]  # jid -> (priority, tags, retries)
+    states: dict[str, tuple[str, str, float]]  # jid -> (state, queue, finished_at)
+    holders: dict[str, str]  # jid of a running job -> its worker
+    kept_deps: dict[str, int]  # jid -> its dependencies left
+
+    def failed_among(self, jids: Set[str]) -> list[tuple[str, float]]:
+        """(queue, finished_at) of the failed jobs among `jids`: moved out of failure."""
+        return [
+            (queue, finished_at)
+            for jid, (state, queue, finished_at) in self.states.items()
+            if state == JobState.FAILED and jid in jids
+        ]
+
+
+def _existing(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> _Existing:
     jids = json_list([job.jid for job in jobs])
-    existing = {}
-    states = {}
-    holders = {}
+    found = _Existing({}, {}, {}, {})
     for jid, priority, tags, retries, state, queue, finished_at, holder in conn.execute(
         "SELECT jid, priority, tags, retries, state, queue, finished_at, worker FROM jobs "
         "WHERE jid IN (SELECT value FROM json_each(?))",
         (jids,),
     ):
-        existing[jid] = (priority, tags, retries)
-        states[jid] = (state, queue, finished_at)
+        found.old[jid] = (priority, tags, retries)
+        found.states[jid] = (state, queue, finished_at)
         if state == JobState.RUNNING:
-            holders[jid] = holder
-    if any(job.if_exists != "move" for job in jobs):  # never so for recurring runs (put_at)
-        jobs = _not_kept(jobs, {jid: state for jid, (state, _, _) in states.items()})
-        if not jobs:
-            return
-    stored = {job.jid for job in jobs}
-    stats.uncount_failed(
-        conn,
-        [
-            (queue, finished_at)
-            for jid, (state, queue, finished_at) in states.items()
-            if state == JobState.FAILED and jid in stored
-        ],
-    )
-    wanted = sorted({dep for job in jobs for dep in job.depends or ()})
-    open_deps: set[str] = set()
-    if wanted:
-        open_deps = {
-            row[0]
-            for row in conn.execute(
-                "SELECT jid FROM jobs WHERE jid IN (SELECT value FROM json_each(?)) "
-                "AND state != 'complete'",
-                (json_list(wanted),),
-            )
-        }
-        # A job put in this same call is not complete either (a workflow's put_many).
-        open_deps.update(stored.intersection(wanted))
-    kept_deps: dict[str, int] = {}
-    if existing:
-        kept_deps = dict(
+            found.holders[jid] = holder
+    if found.old:  # a new jid has no dependency rows: no statement for most puts
+        found.kept_deps.update(
             conn.execute(
                 "SELECT jid, count(*) FROM dependencies "
                 "WHERE jid IN (SELECT value FROM json_each(?)) GROUP BY jid",
                 (jids,),
             ).fetchall()
         )
+    return found
+
+
+def _open_dependencies(
+    conn: sqlite3.Connection, jobs: Sequence[NewJob], stored: set[str]
+) -> set[str]:
+    """The dependencies named by `jobs` that are not complete (none asked: no statement)."""
+    wanted = sorted({dep for job in jobs for dep in job.depends or ()})
+    if not wanted:
+        return set()
+    open_deps = {
+        row[0]
+        for row in conn.execute(
+            "SELECT jid FROM jobs WHERE jid IN (SELECT value FROM json_each(?)) "
+            "AND state != 'complete'",
+            (json_list(wanted),),
+        )
+    }
+    # A job put in this same call is not complete either (a workflow's put_many).
+    open_deps.update(stored.intersection(wanted))
+    return open_deps
+
+
+def _rows(
+    conn: sqlite3.Connection,
+    jobs: Sequence[NewJob],
+    found: _Existing,
+    open_deps: set[str],
+    put_at: Sequence[float],
+    config: settings.Config,
+    spawned_from: str | None,
+) -> list[dict[str, Any]]:
+    """The upsert's parameters of each job, in insertion order (`seq` taken here)."""
     first_seq = take_seq(conn, len(jobs))
     cap = settings.history_cap(config)
     ages = {queue: max_age(config, queue) for queue in {job.queue for job in jobs}}
-    sizes = [utf8_size(job.data) for job in jobs]
-    rows = [
-        _job_row(
-            job,
-            existing.get(job.jid),
-            kept_deps,
-            open_deps,
-            now if put_at is None else put_at[offset],
-            cap,
-            ages[job.queue],
-        )
-        | {"seq": first_seq + offset, "spawned_from": spawned_from, "size": sizes[offset]}
-        for offset, job in enumerate(jobs)
+    return [
+        _job_row(job, found.old.get(job.jid), found.kept_deps, open_deps, at, cap, ages[job.queue])
+        | {"seq": first_seq + offset, "spawned_from": spawned_from, "size": utf8_size(job.data)}
+        for offset, (job, at) in enumerate(zip(jobs, put_at, strict=True))
     ]
-    # Counted first: the triggers of a job's later move within this put then find its
-    # queue's row.
-    _count_puts(conn, jobs, sizes, existing.keys())
+
+
+def _upsert(conn: sqlite3.Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert the new jobs; a moved one's row is reset (its history appended to)."""
     conn.executemany(
         "INSERT INTO jobs (jid, klass, queue, data, priority, tags, state, seq, ready_at, "
         "retries, remaining, worker, expires, grace, tracked, spawned_from_jid, history, "
@@ -124,14 +170,15 @@ def store(
         f"finished_at = NULL, history = {APPEND_HISTORY}",
         rows,
     )
-    _store_links(conn, jobs, rows, existing.keys(), now)
-    register_queues(conn, sorted({job.queue for job in jobs}), now)
-    if announce is not None and eventlog.listening():
-        for job in jobs:
-            eventlog.emit("put", job.jid, job.queue)
-            holder = holders.pop(job.jid, announce)
-            if holder != announce:
-                eventlog.emit("lock_lost", job.jid, worker=holder)
+
+
+def _announce(jobs: Sequence[NewJob], holders: dict[str, str], announce: str) -> None:
+    """EVENTS: `put` for each job; `lock_lost` for one moved from another running worker."""
+    for job in jobs:
+        eventlog.emit("put", job.jid, job.queue)
+        holder = holders.pop(job.jid, announce)
+        if holder != announce:
+            eventlog.emit("lock_lost", job.jid, worker=holder)
 
 
 def _store_links(

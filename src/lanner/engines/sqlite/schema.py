@@ -323,20 +323,27 @@ def execute_when_free(conn: sqlite3.Connection, statement: str, busy_timeout: fl
     """
     conn.execute("PRAGMA busy_timeout = 0")
     try:
-        deadline = time.monotonic() + busy_timeout
-        pause = 0.00005
-        while True:
-            try:
-                conn.execute(statement)
-                return
-            except sqlite3.OperationalError as error:
-                busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # and BUSY_*
-                if not busy or time.monotonic() >= deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.001)
+        retry_while_busy(conn, statement, busy_timeout)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+
+
+def retry_while_busy(conn: sqlite3.Connection, statement: str, busy_timeout: float) -> None:
+    """`execute_when_free`'s tries, on a connection whose busy timeout is off already (a
+    connection that keeps it off between its write transactions saves two statements per
+    transaction: `connection.Database`)."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.00005
+    while True:
+        try:
+            conn.execute(statement)
+            return
+        except sqlite3.OperationalError as error:
+            busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY  # and BUSY_*
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.001)
 
 
 def _create_private(path: str) -> None:
