@@ -88,6 +88,10 @@ SLOT_WAIT_SEC: Final = 0.5
 """How long the feeder waits for a free slot before it looks at its limits again."""
 
 
+class NoThread(RuntimeError):
+    """A sync task's thread could not be started: its job is given back, not charged."""
+
+
 @dataclass(eq=False)
 class InFlight:
     """A job this process holds, from its pop to its settling."""
@@ -411,6 +415,13 @@ class ConcurrentLoop(WorkerLoop):
                 if progress.reported(self.engine, job.jid):  # before the job settles
                     await self._call(progress.finish, self.engine, job.jid)
             result = self._result(task, value)
+        except NoThread as error:
+            # Not the job's fault: it goes back unspent, as when no thread was free in time,
+            # so that a neighbour's limits never charge an innocent job.
+            why = f"no thread could start for it ({error})"
+            await self._call(self._release, [job.jid], job.queue, why)
+            self.reporter.finished(job.jid, False, "", job.klass)
+            return "", None
         except (Exception, SystemExit, KeyboardInterrupt) as error:  # the task's, all of them
             outcome: Outcome = await self._call(self._after_failure, task_class, task, job, error)
             self.processed += 1
@@ -472,7 +483,25 @@ class ConcurrentLoop(WorkerLoop):
                 interrupt.forget_in_thread(ident)  # a stop that came too late
                 self._exit_if_forked()  # a copy the task forked, back from it
 
-        return await asyncio.get_running_loop().run_in_executor(self._task_threads, body)
+        ran: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run_body() -> None:
+            if not ran.set_running_or_notify_cancel():
+                return  # given back before a thread took it
+            try:
+                ran.set_result(body())
+            except BaseException as error:
+                ran.set_exception(error)
+
+        try:
+            self._task_threads.submit(run_body)
+        except RuntimeError as error:
+            # No thread could start ("can't start new thread": a neighbour lowered the
+            # process's limits). The body stays queued in the executor; cancelled here, it
+            # never runs (unless a thread took it meanwhile: then it runs, and is awaited).
+            if ran.cancel():
+                raise NoThread(str(error)) from error
+        return await asyncio.wrap_future(ran)
 
     def _ended(self, flight: InFlight) -> None:
         self._held.pop(flight.job.jid, None)
