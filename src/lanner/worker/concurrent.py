@@ -59,7 +59,7 @@ from lanner.job import Job, JobState
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
 from lanner.task import Task
-from lanner.worker import interrupt
+from lanner.worker import interrupt, rates
 from lanner.worker.admission import Rejected, admit
 from lanner.worker.keeper import CHECK_EVERY_SEC
 from lanner.worker.loop import (
@@ -394,6 +394,10 @@ class ConcurrentLoop(WorkerLoop):
                 delay = self.app.settings.retry_delay(deferrals)
                 await self._call(self._release, [job.jid], job.queue, "should_run_task() said no",
                                  delay)  # fmt: skip
+                return "", None
+            window = rates.start_window(job)
+            if window is not None and not await rates.ahold(window):
+                await self._call(self._release, [job.jid], job.queue, rates.LATE)
                 return "", None
             limit = task.time_limit or 0.0
             deadline = time.time() + limit if limit > 0 else float("inf")

@@ -57,7 +57,7 @@ from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector, choose
 from lanner.task import Task
-from lanner.worker import failures, interrupt
+from lanner.worker import failures, interrupt, rates
 from lanner.worker.admission import Rejected, admit
 from lanner.worker.batch import Batch
 from lanner.worker.keeper import Keeper, lock_needed
@@ -440,6 +440,10 @@ class WorkerLoop:
                 deferrals = sum(1 for event in job.history if event.what == "released")
                 self._release([job.jid], job.queue, "should_run_task() said no",
                               delay=self.app.settings.retry_delay(deferrals))  # fmt: skip
+                return
+            window = rates.start_window(job)
+            if window is not None and not rates.hold(window):
+                self._release([job.jid], job.queue, rates.LATE)
                 return
             if not self.app.instruments:
                 self._execute(queue, job, task, args, kwargs, batch)
