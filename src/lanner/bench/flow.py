@@ -43,9 +43,10 @@ app = App({url!r}, queues=[QueueConfig("flow", batch_size={batch}, long_poll_tim
 
 
 def record(what, key):
+    at = time.time()  # first: when the task got here, not when the file opened
     from lanner import current_job
     with open(OUT, "a") as out:
-        out.write(f"{{what}} {{key}} {{current_job().jid}} {{os.getpid()}} {{time.time()!r}}\\n")
+        out.write(f"{{what}} {{key}} {{current_job().jid}} {{os.getpid()}} {{at!r}}\\n")
 
 
 @app.task(queue="flow", name="benchflow.limited", rate_limit={rate!r}, max_retries=10)
