@@ -65,7 +65,6 @@ from lanner.worker.keeper import CHECK_EVERY_SEC
 from lanner.worker.loop import (
     BATCH_HOLD_SEC,
     COMPLETE_WITHIN_SEC,
-    Ended,
     Limits,
     WorkerLoop,
     configure_queues,
@@ -73,6 +72,7 @@ from lanner.worker.loop import (
 from lanner.worker.outage import Outage
 from lanner.worker.recovery import runs_alone
 from lanner.worker.reporter import Outcome, Reporter
+from lanner.worker.running import Ended
 
 if TYPE_CHECKING:
     from lanner.app import App
