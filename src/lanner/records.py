@@ -36,7 +36,7 @@ RATE_SLACK_SHARE: Final = 0.02
 RATE_SLACK_MAX_SEC: Final = 0.02
 RATE_LEAD_SHARE: Final = 0.1
 RATE_LEAD_MAX_SEC: Final = 0.1
-RATE_LATE_SHARE: Final = 0.75
+RATE_LATE_SHARE: Final = 0.5
 """Of the slack, how late a run may start by its worker's clock check: the rest is for the
 few instructions between that check and the task's first."""
 

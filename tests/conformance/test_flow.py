@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from lanner import Capability, Engine, Flow, MalformedArgument, NewJob, RateLimit
-from lanner.records import rate_lead, rate_slack, rate_window
+from lanner.records import RATE_LATE_SHARE, rate_lead, rate_slack, rate_window
 
 from .helpers import HEARTBEAT, T0, get, pop_jids
 
@@ -121,8 +121,16 @@ def test_a_rate_limited_job_is_popped_alone_with_its_start_window(engine: Engine
     assert pop_jids(engine, "q", count=10, now=T0) == ["n1", "n2"]
     popped = [event for event in get(engine, "r0").history if event.what == "popped"]
     assert popped[-1].details["start"] == pytest.approx(T0 + SLACK)
-    assert popped[-1].details["by"] == pytest.approx(T0 + SLACK * 1.75)
+    assert popped[-1].details["by"] == pytest.approx(T0 + SLACK * (1 + RATE_LATE_SHARE))
     assert "start" not in get(engine, "n1").history[-1].details
+
+
+def test_a_rate_limited_job_given_back_unstarted_frees_its_start(engine: Engine) -> None:
+    engine.put_many([NewJob("q", f"r{i}", "Task", flow=per_10s(1)) for i in range(2)], now=T0)
+    assert pop_jids(engine, "q", now=T0) == ["r0"]
+    engine.release(["r0"], "w1", "q", now=T0)  # its worker could not start it in time
+    assert pop_jids(engine, "q", now=T0 + 1) == ["r0"]  # the bucket has room again
+    assert pop_jids(engine, "q", now=T0 + 1) == []  # r1 held: r0's new start counts
 
 
 def test_a_bucket_is_shared_by_every_queue_that_names_it(engine: Engine) -> None:

@@ -257,6 +257,27 @@ class _Choice:
         return starts[len(starts) - limit] + window
 
 
+def unstarted(conn: sqlite3.Connection, jids: Sequence[str]) -> None:
+    """Rate-limited jobs given back before their runs started: the starts their pops
+    counted (their popped entries' `start`) leave their buckets, for other runs to take."""
+    rows = conn.execute(
+        "SELECT f.rates, j.history FROM flow_jobs f JOIN jobs j ON j.jid = f.jid "
+        "WHERE f.jid IN (SELECT value FROM json_each(?)) AND f.rates IS NOT NULL",
+        (json.dumps(list(jids)),),
+    ).fetchall()
+    for rates, history in rows:
+        popped = [entry for entry in json.loads(history) if entry.get("what") == "popped"]
+        start = popped[-1].get("start") if popped else None
+        if not isinstance(start, int | float):
+            continue
+        for bucket, _, _ in json.loads(rates):
+            conn.execute(
+                "DELETE FROM flow_starts WHERE rowid = (SELECT rowid FROM flow_starts "
+                "WHERE bucket = ? AND at = ? LIMIT 1)",
+                (bucket, start),
+            )
+
+
 def has_ready(conn: sqlite3.Connection, queue: str, now: float) -> bool:
     """Whether a waiting job of `queue` has a free slot for its key (a read only; a job a
     rate holds counts: the pop that finds it reschedules it)."""

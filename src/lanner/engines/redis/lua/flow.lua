@@ -65,7 +65,7 @@ local function slots_used(key)
 end
 
 -- lanner.records's numbers: how late after its start time a run may start
--- (slack: 2 % of the period, at most 20 ms; its worker checks against 75 % of
+-- (slack: 2 % of the period, at most 20 ms; its worker checks against 50 % of
 -- it), and how early before it a job may be handed out (lead: 10 %, at most
 -- 100 ms; its worker holds it until then). A start counts in its bucket for
 -- the period and the slack (its window).
@@ -311,7 +311,7 @@ function Flow.admit(now, queue, jid, first)
       window(rate[3]))
   end
   if #rates > 0 then
-    Flow.start = { start = start, by = start + late * 0.75 }
+    Flow.start = { start = start, by = start + late * 0.5 }
   end
   if key ~= nil then
     redis.call('zadd', Keys.flow_slots(key), now, jid)
@@ -323,6 +323,43 @@ function Flow.admit(now, queue, jid, first)
     return 'rated'
   end
   return 'yes'
+end
+
+-- A rate-limited job given back before its run started (lanner.release
+-- without spend): the start its pop counted (its popped entry's `start`,
+-- which JSON keeps to 14 digits, hence the millisecond around it) leaves its
+-- buckets, for another run to take.
+function Flow.unstarted(jid)
+  local text = redis.call('hget', Keys.job(jid), 'lanner_flow')
+  if not text then
+    return
+  end
+  local rates = cjson.decode(text).r or {}
+  if #rates == 0 then
+    return
+  end
+  local start
+  local recent = redis.call('lrange', Keys.history(jid), -10, -1)
+  for index = #recent, 1, -1 do
+    local entry = cjson.decode(recent[index])
+    if entry.what == 'popped' then
+      start = entry.start
+      break
+    end
+  end
+  if type(start) ~= 'number' then
+    return
+  end
+  local prefix = jid .. ':'
+  for _, rate in ipairs(rates) do
+    local starts = Keys.flow_starts(rate[1])
+    for _, member in ipairs(redis.call('zrangebyscore', starts, start - 0.001, start + 0.001)) do
+      if string.sub(member, 1, #prefix) == prefix then
+        redis.call('zrem', starts, member)
+        break
+      end
+    end
+  end
 end
 
 -- A lock was given up in `queue`: a parked job may run now.
