@@ -215,11 +215,11 @@ function Flow.state(now)
     local limit, period = rate[1], rate[2]
     local key = Keys.flow_starts(bucket)
     local since = '(' .. Num.str(now - window(period))
-    local recent = redis.call('zcount', key, since, Num.str(now))
+    local recent = redis.call('zcount', key, since, '+inf') -- with starts counted ahead
     local held = redis.call('zcount', Keys.flow_holds(bucket), '(' .. Num.str(now), '+inf')
     local next_at = now
     if recent >= limit then
-      local nth = redis.call('zrangebyscore', key, since, Num.str(now), 'WITHSCORES', 'LIMIT',
+      local nth = redis.call('zrangebyscore', key, since, '+inf', 'WITHSCORES', 'LIMIT',
         recent - limit, 1)
       next_at = tonumber(nth[2]) + window(period)
     end
