@@ -7,8 +7,10 @@ slot (the SQL does, so a burst of one key costs an index walk, not a Python loop
 slot (`flow_slots`) for each job it takes, spends a start in each of the job's rate
 buckets (`flow_starts`: the start times of the last period), and reschedules a job a
 bucket has no room for to when it has (spread over the period, so that the jobs held do
-not all come back at once). Nothing here costs a queue without flow rows more than the
-look `in_use` makes.
+not all come back at once). A rate-limited job is taken alone, its start counted a slack
+ahead and come back a lead early (`lanner.records.rate_start`; its worker holds it until
+its start: `lanner.worker.rates`); given back unstarted, its start is freed (`unstarted`).
+Nothing here costs a queue without flow rows more than the look `in_use` makes.
 
 A slot belongs to its job, not to a worker: it is held while the job is running (or
 stalled), through a dead worker's lock running out and the job going to another worker,

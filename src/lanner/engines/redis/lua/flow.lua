@@ -23,7 +23,10 @@
 -- finds room when fewer than `limit` starts fall in the last period; else it
 -- is scheduled for when the limit-th latest of the starts and holds is a
 -- period old, and held there, so that the jobs held come back `limit` at a
--- time, in order. Each key expires a period after its latest entry.
+-- time, in order. Each key expires a period after its latest entry. A
+-- rate-limited job is popped alone; its start is counted a slack ahead, a
+-- held one comes back a lead early, and one released unstarted frees its
+-- start (Flow.unstarted); periods are counted with the slack (window).
 
 -- At most this many jobs a pop holds back (then a token is left for more).
 Flow.HELD_CAP = 1000
