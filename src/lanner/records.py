@@ -32,6 +32,45 @@ class RateLimit(NamedTuple):
     period: float
 
 
+RATE_SLACK_SHARE: Final = 0.02
+RATE_SLACK_MAX_SEC: Final = 0.02
+RATE_LEAD_SHARE: Final = 0.1
+RATE_LEAD_MAX_SEC: Final = 0.1
+RATE_LATE_SHARE: Final = 0.5
+"""Of the slack, how late a run may start by its worker's clock check: the rest is for the
+few instructions between that check and the task's first."""
+
+
+def rate_slack(period: float) -> float:
+    """How late after its start time a rate-limited run may still start (RATE_SLACK_SHARE
+    of the period, at most RATE_SLACK_MAX_SEC): a start counts in its bucket for the period
+    and this slack (`rate_window`), so that runs that start anywhere in their slack never
+    put more than the limit in one period. Every engine counts by these numbers (the Lua
+    core too)."""
+    return min(RATE_SLACK_MAX_SEC, period * RATE_SLACK_SHARE)
+
+
+def rate_start(now: float, due: float, periods: Sequence[float]) -> tuple[float, float]:
+    """A rate-limited run handed out `now` whose buckets have room at `due`: when its start
+    counts (no sooner than a slack from now, for its worker to reach it) and how late it
+    may start (its worker gives it back past that)."""
+    slack = min(rate_slack(period) for period in periods)
+    start = max(due, now + slack)
+    return start, start + slack * RATE_LATE_SHARE
+
+
+def rate_window(period: float) -> float:
+    """How long a start counts in its bucket: the period and the slack."""
+    return period + rate_slack(period)
+
+
+def rate_lead(period: float) -> float:
+    """How long before its start time a rate-limited job may be handed out (RATE_LEAD_SHARE
+    of the period, at most RATE_LEAD_MAX_SEC): its worker holds it until then, so that the
+    pop's own delay is not lost from every period."""
+    return min(RATE_LEAD_MAX_SEC, period * RATE_LEAD_SHARE)
+
+
 class Flow(NamedTuple):
     """FLOW: what holds a job back before it runs (docs/flow-control.md).
 

@@ -14,10 +14,14 @@ from collections.abc import Callable
 import pytest
 
 from lanner import Capability, Engine, Flow, MalformedArgument, NewJob, RateLimit, Unsupported
+from lanner.records import RATE_LATE_SHARE, rate_lead, rate_slack, rate_window
 
 from .helpers import HEARTBEAT, T0, get, pop_jids
 
 pytestmark = [pytest.mark.requires(Capability.FLOW), pytest.mark.driven_clock]
+
+
+SLACK, WINDOW, LEAD = rate_slack(10.0), rate_window(10.0), rate_lead(10.0)
 
 
 def one_at_a_time(key: str = "user-1") -> Flow:
@@ -86,14 +90,49 @@ def test_a_rate_lets_limit_jobs_start_per_period_and_spends_no_retry(engine: Eng
     engine.put_many(
         [NewJob("q", f"r{i}", "Task", retries=3, flow=per_10s(2)) for i in range(5)], now=T0
     )
-    assert pop_jids(engine, "q", count=10, now=T0) == ["r0", "r1"]
+    assert pop_jids(engine, "q", count=10, now=T0) == ["r0"]  # alone
+    assert pop_jids(engine, "q", count=10, now=T0) == ["r1"]
+    assert pop_jids(engine, "q", count=10, now=T0) == []
     held = get(engine, "r2")
     assert held.state == "scheduled"
     assert held.remaining == 3
+    # Their starts count from a slack on (their workers reach them); r2 and r3 come back
+    # a lead before their turn, r4 a window later.
+    turn = T0 + SLACK + WINDOW
     assert pop_jids(engine, "q", count=10, now=T0 + 5) == []
-    assert pop_jids(engine, "q", count=10, now=T0 + 10) == ["r2", "r3"]
-    assert pop_jids(engine, "q", count=10, now=T0 + 15) == []
-    assert pop_jids(engine, "q", count=10, now=T0 + 20) == ["r4"]
+    assert pop_jids(engine, "q", count=10, now=turn - LEAD - 0.01) == []
+    assert pop_jids(engine, "q", count=10, now=turn - LEAD) == ["r2"]
+    assert pop_jids(engine, "q", count=10, now=turn - LEAD) == ["r3"]
+    assert pop_jids(engine, "q", count=10, now=turn + 5) == []
+    assert pop_jids(engine, "q", count=10, now=turn + WINDOW - LEAD) == ["r4"]
+
+
+def test_a_rate_limited_job_is_popped_alone_with_its_start_window(engine: Engine) -> None:
+    engine.put_many(
+        [
+            NewJob("q", "n0", "Task"),
+            NewJob("q", "r0", "Task", flow=per_10s(5)),
+            NewJob("q", "n1", "Task"),
+            NewJob("q", "n2", "Task"),
+        ],
+        now=T0,
+    )
+    # Never behind another job of its batch: its run starts as soon as it is handed out.
+    assert pop_jids(engine, "q", count=10, now=T0) == ["n0"]
+    assert pop_jids(engine, "q", count=10, now=T0) == ["r0"]
+    assert pop_jids(engine, "q", count=10, now=T0) == ["n1", "n2"]
+    popped = [event for event in get(engine, "r0").history if event.what == "popped"]
+    assert popped[-1].details["start"] == pytest.approx(T0 + SLACK)
+    assert popped[-1].details["by"] == pytest.approx(T0 + SLACK * (1 + RATE_LATE_SHARE))
+    assert "start" not in get(engine, "n1").history[-1].details
+
+
+def test_a_rate_limited_job_given_back_unstarted_frees_its_start(engine: Engine) -> None:
+    engine.put_many([NewJob("q", f"r{i}", "Task", flow=per_10s(1)) for i in range(2)], now=T0)
+    assert pop_jids(engine, "q", now=T0) == ["r0"]
+    engine.release(["r0"], "w1", "q", now=T0)  # its worker could not start it in time
+    assert pop_jids(engine, "q", now=T0 + 1) == ["r0"]  # the bucket has room again
+    assert pop_jids(engine, "q", now=T0 + 1) == []  # r1 held: r0's new start counts
 
 
 @pytest.mark.requires(Capability.CROSS_QUEUE_FLOW)
@@ -103,9 +142,10 @@ def test_a_bucket_is_shared_by_every_queue_that_names_it(engine: Engine) -> None
         + [NewJob("q2", f"b{i}", "Task", flow=per_10s(3)) for i in range(3)],
         now=T0,
     )
-    first = pop_jids(engine, "q1", count=2, now=T0)
-    second = pop_jids(engine, "q2", count=5, now=T0)
-    assert len(first) + len(second) == 3
+    popped = []
+    for _ in range(4):
+        popped += pop_jids(engine, "q1", count=2, now=T0) + pop_jids(engine, "q2", count=5, now=T0)
+    assert len(popped) == 3
     assert pop_jids(engine, "q1", count=5, now=T0 + 1) == []
 
 
@@ -168,11 +208,12 @@ def test_the_store_shows_what_each_control_holds_back(engine: Engine) -> None:
         + [NewJob("q", f"r{i}", "Task", flow=per_10s(2, "api")) for i in range(5)],
         now=T0,
     )
-    pop_jids(engine, "q", count=10, now=T0)
+    for _ in range(4):  # k0, then r0 and r1 alone, then the rest held
+        pop_jids(engine, "q", count=10, now=T0)
     state = engine.flow_state(now=T0 + 1)
     [key] = state.keys
     assert (key.key, key.running, key.cap, key.held) == ("k", 1, 1, 2)
     [bucket] = state.buckets
     assert (bucket.bucket, bucket.limit, bucket.period, bucket.recent) == ("api", 2, 10.0, 2)
     assert bucket.held == 3
-    assert bucket.next_at == T0 + 10
+    assert bucket.next_at == pytest.approx(T0 + SLACK + WINDOW)

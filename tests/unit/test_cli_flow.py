@@ -68,7 +68,8 @@ def test_flow_shows_keys_and_buckets_holding_jobs(
                for i in range(2)],
             now=now,
         )  # fmt: skip
-        engine.pop("q", "w", 10, now=now)
+        for _ in range(3):  # k0, then r0 alone, then r1 held
+            engine.pop("q", "w", 10, now=now)
     result = run(cli, "flow", "--broker", url)
     assert result.exit_code == 0, result.output
     assert "tenant-1" in result.output

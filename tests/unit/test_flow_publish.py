@@ -104,7 +104,8 @@ def test_published_jobs_are_held_by_the_store(app: App) -> None:
     def per_user(user: str) -> None: ...
 
     first, _, third = per_user.delay("u1"), per_user.delay("u1"), per_user.delay("u2")
-    popped = [job.jid for job in app.engine.pop("api", "w", 10)]
+    # The queue's rate limit hands each out alone; the key holds the second back.
+    popped = [job.jid for _ in range(3) for job in app.engine.pop("api", "w", 10)]
     assert sorted(popped) == sorted([first, third])
 
 

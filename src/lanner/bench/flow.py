@@ -43,9 +43,10 @@ app = App({url!r}, queues=[QueueConfig("flow", batch_size={batch}, long_poll_tim
 
 
 def record(what, key):
+    at = time.time()  # first: when the task got here, not when the file opened
     from lanner import current_job
     with open(OUT, "a") as out:
-        out.write(f"{{what}} {{key}} {{current_job().jid}} {{os.getpid()}} {{time.time()!r}}\\n")
+        out.write(f"{{what}} {{key}} {{current_job().jid}} {{os.getpid()}} {{at!r}}\\n")
 
 
 @app.task(queue="flow", name="benchflow.limited", rate_limit={rate!r}, max_retries=10)
@@ -185,17 +186,23 @@ def measure_rate(
         for _ in range(pools):
             bench.start_pool(processes)
         bench.wait(lambda: len(done_jids(bench)) >= jobs, seconds * 3 + 60, "every run")
-        starts = sorted(line.when for line in bench.lines() if line.what == "start")
-        pops = sorted(
-            max(event.when for event in job.history if event.what == "popped")
+        started = {line.jid: line.when for line in bench.lines() if line.what == "start"}
+        popped = {
+            job.jid: max(event.when for event in job.history if event.what == "popped")
             for job in app.engine.multiget([str(handle) for handle in handles])
-        )
+        }
+    starts, pops = sorted(started.values()), sorted(popped.values())
+    delays = sorted(started[jid] - popped[jid] for jid in started if jid in popped)
     span = pops[-1] - pops[0]
     return {
         "limit_per_s": limit, "jobs": jobs, "pools": pools, "processes_per_pool": processes,
         "max_popped_per_sliding_1s": most_in_a_second(pops),
         "max_started_per_sliding_1s": most_in_a_second(starts),
         "max_started_per_whole_second": max(Counter(int(at) for at in starts).values()),
+        "start_after_pop_ms": {
+            share: round(delays[min(len(delays) - 1, int(len(delays) * share))] * 1000, 1)
+            for share in (0.5, 0.9, 0.99, 1.0)
+        },
         "seconds_for_all": round(span, 2),
         "share_of_limit": round(jobs / (span + 1) / limit, 3),
     }  # fmt: skip

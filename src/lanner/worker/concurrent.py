@@ -9,6 +9,7 @@
                   held; every CHECK_EVERY_SEC: one `multiget` of the jobs running that
                   long, so a job cancelled or handed on is stopped alone
         settler   every COMPLETE_WITHIN_SEC: completes what ran, one call per queue
+                  (keeper and settler: inflight.py, with `InFlight`, a job held)
 
 No engine call runs on the event loop: pops (which may block in a long poll) run in one
 thread, every other call in another, so a long poll never delays a heartbeat or a
@@ -41,13 +42,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 from lanner import context, instruments, progress
-from lanner.engine import Capability
 from lanner.errors import (
-    JobCancelled,
     LannerError,
     StoreMisconfigured,
     TaskFailed,
@@ -55,31 +53,27 @@ from lanner.errors import (
 )
 from lanner.eventloops import new_event_loop
 from lanner.instruments import Run
-from lanner.job import Job, JobState
+from lanner.job import Job
 from lanner.queues import QueueConfig
 from lanner.selectors import QueueSelector
 from lanner.task import Task
-from lanner.worker import interrupt
+from lanner.worker import interrupt, rates
 from lanner.worker.admission import Rejected, admit
-from lanner.worker.keeper import CHECK_EVERY_SEC
+from lanner.worker.inflight import InFlight, KeepingInFlight, NoThread
 from lanner.worker.loop import (
     BATCH_HOLD_SEC,
-    COMPLETE_WITHIN_SEC,
-    Ended,
     Limits,
-    WorkerLoop,
     configure_queues,
 )
 from lanner.worker.outage import Outage
 from lanner.worker.recovery import runs_alone
 from lanner.worker.reporter import Outcome, Reporter
+from lanner.worker.running import Ended
 
 if TYPE_CHECKING:
     from lanner.app import App
 
 logger = logging.getLogger("lanner.worker")
-
-T = TypeVar("T")
 
 MAX_POP: Final = 100
 """The most jobs one pop takes, however many slots are free."""
@@ -88,34 +82,7 @@ SLOT_WAIT_SEC: Final = 0.5
 """How long the feeder waits for a free slot before it looks at its limits again."""
 
 
-@dataclass(eq=False)
-class InFlight:
-    """A job this process holds, from its pop to its settling."""
-
-    job: Job
-    queue: QueueConfig
-    started: float = field(default_factory=time.monotonic)
-    task: asyncio.Task[None] | None = None  # the asyncio task that settles it
-    running: str = ""  # "async": its coroutine is awaited; "thread": its sync task runs
-    thread: int | None = None  # the thread running its sync task, while it runs
-    error: BaseException | None = None  # what stopped it (time limit, cancel)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def stop(self, error: BaseException) -> bool:
-        """Raise `error` in its task now (before it starts, if it has not: then it never
-        does); False if it was stopped already or has ended."""
-        with self.lock:
-            if self.error is not None or self.task is None or self.task.done():
-                return False
-            self.error = error
-            if self.running == "async":
-                self.task.cancel()
-            elif self.thread is not None:
-                interrupt.raise_in_thread(self.thread, type(error))
-            return True
-
-
-class ConcurrentLoop(WorkerLoop):
+class ConcurrentLoop(KeepingInFlight):
     """A `WorkerLoop` that runs up to `tasks_per_process` jobs at once (sync ones in up to
     `threads` threads); the queue selection, admission and failure policy are the same."""
 
@@ -391,6 +358,10 @@ class ConcurrentLoop(WorkerLoop):
                 await self._call(self._release, [job.jid], job.queue, "should_run_task() said no",
                                  delay)  # fmt: skip
                 return "", None
+            window = rates.start_window(job)
+            if window is not None and not await rates.ahold(window):
+                await self._call(self._release, [job.jid], job.queue, rates.LATE)
+                return "", None
             limit = task.time_limit or 0.0
             deadline = time.time() + limit if limit > 0 else float("inf")
             self.reporter.started(job.jid, deadline, self._retry_delay(job))
@@ -411,6 +382,13 @@ class ConcurrentLoop(WorkerLoop):
                 if progress.reported(self.engine, job.jid):  # before the job settles
                     await self._call(progress.finish, self.engine, job.jid)
             result = self._result(task, value)
+        except NoThread as error:
+            # Not the job's fault: it goes back unspent, as when no thread was free in time,
+            # so that a neighbour's limits never charge an innocent job.
+            why = f"no thread could start for it ({error})"
+            await self._call(self._release, [job.jid], job.queue, why)
+            self.reporter.finished(job.jid, False, "", job.klass)
+            return "", None
         except (Exception, SystemExit, KeyboardInterrupt) as error:  # the task's, all of them
             outcome: Outcome = await self._call(self._after_failure, task_class, task, job, error)
             self.processed += 1
@@ -472,90 +450,30 @@ class ConcurrentLoop(WorkerLoop):
                 interrupt.forget_in_thread(ident)  # a stop that came too late
                 self._exit_if_forked()  # a copy the task forked, back from it
 
-        return await asyncio.get_running_loop().run_in_executor(self._task_threads, body)
+        ran: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run_body() -> None:
+            if not ran.set_running_or_notify_cancel():
+                return  # given back before a thread took it
+            try:
+                ran.set_result(body())
+            except BaseException as error:
+                ran.set_exception(error)
+
+        try:
+            self._task_threads.submit(run_body)
+        except RuntimeError as error:
+            # No thread could start ("can't start new thread": a neighbour lowered the
+            # process's limits). The body stays queued in the executor; cancelled here, it
+            # never runs (unless a thread took it meanwhile: then it runs, and is awaited).
+            if ran.cancel():
+                raise NoThread(str(error)) from error
+        return await asyncio.wrap_future(ran)
 
     def _ended(self, flight: InFlight) -> None:
         self._held.pop(flight.job.jid, None)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-
-    # -- the store's side -----------------------------------------------------------------
-    async def _call(self, action: Callable[..., T], *args: Any) -> T:
-        """Run an engine call (or a chore made of them: a failure settled through the
-        task's hooks) in the engine thread, in this job's context (`current_job()`)."""
-        context_now = contextvars.copy_context()
-        self._exit_if_forked()  # a copy of this loop never touches the store
-        return await asyncio.get_running_loop().run_in_executor(
-            self._engine_thread, context_now.run, action, *args
-        )
-
-    async def _settle_often(self) -> None:
-        while True:
-            await asyncio.sleep(COMPLETE_WITHIN_SEC)
-            try:
-                await self._complete_all()
-            except LannerError:
-                pass  # kept in _undone: _run waits the store out
-            except Exception:  # never the end of completions
-                logger.exception("completing finished jobs")
-
-    async def _complete_all(self) -> None:
-        done, self._done = self._done, {}
-        for queue, (jids, results) in done.items():
-            await self._call(self._settle, queue, jids, results)
-        if self._unflushed and not (self._held or self._done or self._undone):
-            self._unflushed = False
-            self.reporter.flushed()
-
-    async def _keep_leases(self) -> None:
-        """Heartbeat every held job in one call, and stop the ones no longer ours."""
-        lock = min(queue.visibility_timeout_sec for queue in self.queues)
-        beat_every, last_beat = lock / 3, time.monotonic()
-        while True:
-            await asyncio.sleep(min(lock / 9, CHECK_EVERY_SEC))
-            if not self._held:
-                last_beat = time.monotonic()
-                continue
-            try:
-                if time.monotonic() - last_beat >= beat_every:
-                    last_beat = time.monotonic()
-                    await self._beat()
-                else:
-                    await self._look()
-            except LannerError as error:
-                logger.warning("keeping %d job(s): %s", len(self._held), error)
-            except Exception:  # never the end of heartbeats
-                logger.exception("keeping %d job(s)", len(self._held))
-
-    async def _beat(self) -> None:
-        jids = list(self._held)
-        extended = await self._call(self.engine.heartbeat_many, jids, self.worker)
-        for jid in jids:
-            if jid not in extended:
-                self._stop(jid, "its lock was lost")
-
-    async def _look(self) -> None:
-        """Every CHECK_EVERY_SEC, the jobs that have run that long: cancelled, or not ours?"""
-        if Capability.LOOKUP not in self.engine.capabilities:
-            return
-        now = time.monotonic()
-        jids = [jid for jid, f in self._held.items() if now - f.started >= CHECK_EVERY_SEC]
-        if not jids:
-            return
-        found = {job.jid: job for job in await self._call(self.engine.multiget, jids)}
-        for jid in jids:
-            job = found.get(jid)
-            if job is None:
-                self._stop(jid, "it was cancelled")
-            elif job.state != JobState.RUNNING or job.worker != self.worker:
-                holder = f" by {job.worker}" if job.worker else ""
-                self._stop(jid, f"its lock was lost: it is {job.state}{holder}")
-
-    def _stop(self, jid: str, why: str) -> None:
-        flight = self._held.get(jid)
-        if flight is not None and flight.stop(JobCancelled(f"job {jid}: {why}")):
-            logger.warning("job %s: %s; its task is stopped", jid, why)
-            self.reporter.stopping(jid, why)
 
 
 def _stop_if_running(loop: weakref.ref[asyncio.AbstractEventLoop]) -> None:

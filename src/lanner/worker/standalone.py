@@ -45,9 +45,10 @@ from lanner.task import Task
 from lanner.worker import failures, interrupt
 from lanner.worker.batch import Batch
 from lanner.worker.child import STOP_SIGNALS
-from lanner.worker.loop import Ended, Limits, WorkerLoop
+from lanner.worker.loop import Limits, WorkerLoop
 from lanner.worker.processes import rss_mb
 from lanner.worker.reporter import NoReporter, Outcome
+from lanner.worker.running import Ended
 
 if TYPE_CHECKING:
     from lanner.app import App

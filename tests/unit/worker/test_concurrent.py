@@ -9,6 +9,7 @@ per job while its neighbours run.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -145,6 +146,26 @@ def report_in_thread(count: int) -> None:
     assert job is not None
     for n in range(1, count + 1):
         job.progress(n / count, f"thread {n}")
+
+
+@app.task(queue=QUEUE, max_retries=0)
+def count_runs() -> None:
+    job = lanner.current_job()
+    assert job is not None
+    SEEN[job.jid] = SEEN.get(job.jid, 0) + 1
+
+
+class NoThreadOnce(concurrent.futures.ThreadPoolExecutor):
+    """Task threads whose first start fails as under a lowered address-space limit
+    (CPython queues the work, then fails to start the thread for it)."""
+
+    failures = 1
+
+    def _adjust_thread_count(self) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("can't start new thread")
+        super()._adjust_thread_count()  # type: ignore[misc, unused-ignore]
 
 
 class World:
@@ -298,3 +319,21 @@ def test_failures_are_settled_per_job_by_its_own_policy(world: World) -> None:
     assert {jid: SEEN.get(jid) for jid in flaky} == {jid: jid for jid in flaky}
     for job in jobs[:5]:
         assert job.remaining == 0  # the retry it spent, and no other
+
+
+def test_a_thread_that_cannot_start_gives_its_job_back_unspent(world: World) -> None:
+    """A sync job whose thread fails to start (a neighbour's limits, not its fault) is
+    released, not failed, and runs once when a thread starts."""
+    handle = count_runs.delay()
+    queues = [QueueConfig(QUEUE, long_poll_time_sec=0.2)]
+    world.loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"),
+                                tasks_per_process=4, threads=2)  # fmt: skip
+    world.loop._task_threads = NoThreadOnce(2, "lanner-task")
+    world.thread = threading.Thread(target=world.loop.run, daemon=True)
+    world.thread.start()
+    world.wait_until(lambda: world.settled([handle]), "the job to settle")
+    job = world.engine.get(handle)
+    assert job is not None
+    assert job.state == JobState.COMPLETE, job.failure
+    assert [event.what for event in job.history].count("released") == 1
+    assert SEEN[handle] == 1  # the queued body of its first try never ran

@@ -13,9 +13,10 @@ import time
 import pytest
 
 from lanner.worker.child import WorkerExiting, send_report
+from lanner.worker.children import Child
 from lanner.worker.keeper import Keeper
 from lanner.worker.loop import WorkerLoop
-from lanner.worker.pool import WorkerPool, _Child
+from lanner.worker.pool import WorkerPool
 from lanner.worker.reporter import Outcome
 
 from .world import QUEUE, Recorder, WLEcho, World
@@ -109,7 +110,7 @@ def test_a_clean_exit_with_jobs_left_is_settled_not_called_a_death(
     assert process.pid is not None
     assert process.exitcode == 0
     pool = WorkerPool(world.app, concurrency=1)
-    child = _Child(process, receive, "host-1", finished={"j1": (time.monotonic(), QUEUE)})
+    child = Child(process, receive, "host-1", finished={"j1": (time.monotonic(), QUEUE)})
     pool._children[process.pid] = child
     with caplog.at_level(logging.INFO, logger="lanner.pool"):
         pool._reap(process.pid, child)

@@ -7,8 +7,10 @@ slot (the SQL does, so a burst of one key costs an index walk, not a Python loop
 slot (`flow_slots`) for each job it takes, spends a start in each of the job's rate
 buckets (`flow_starts`: the start times of the last period), and reschedules a job a
 bucket has no room for to when it has (spread over the period, so that the jobs held do
-not all come back at once). Nothing here costs a queue without flow rows more than the
-look `in_use` makes.
+not all come back at once). A rate-limited job is taken alone, its start counted a slack
+ahead and come back a lead early (`lanner.records.rate_start`; its worker holds it until
+its start: `lanner.worker.rates`); given back unstarted, its start is freed (`unstarted`).
+Nothing here costs a queue without flow rows more than the look `in_use` makes.
 
 A slot belongs to its job, not to a worker: it is held while the job is running (or
 stalled), through a dead worker's lock running out and the job going to another worker,
@@ -18,12 +20,21 @@ count: no command that ends a run has to know about flows).
 
 from __future__ import annotations
 
+import bisect
 import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
-from lanner.records import FlowBucket, FlowKey, FlowState, NewJob
+from lanner.records import (
+    FlowBucket,
+    FlowKey,
+    FlowState,
+    NewJob,
+    rate_lead,
+    rate_start,
+    rate_window,
+)
 
 FLOW_SCHEMA: Final = """
 CREATE TABLE flow_jobs (
@@ -122,9 +133,13 @@ def in_use(conn: sqlite3.Connection, queue: str) -> bool:
     return found is not None
 
 
-def choose(conn: sqlite3.Connection, queue: str, want: int, now: float) -> list[str]:
+def choose(
+    conn: sqlite3.Connection, queue: str, want: int, now: float, first: bool = True
+) -> tuple[list[str], tuple[float, float] | None]:
     """The jids, in pop order, of up to `want` waiting jobs of `queue` that their flows let
-    run now; their slots and starts are taken, and jobs held by a rate are rescheduled."""
+    run now; their slots and starts are taken, and jobs held by a rate are rescheduled.
+    A rate-limited job is taken alone (and only `first`: before any other job of the
+    pop); then also when its run may start and by when it must have (else None)."""
     _prune_slots(conn)
     choice = _Choice(conn, now)
     fair = conn.execute("SELECT last FROM flow_fair WHERE queue = ? AND fkey = ''", (queue,))
@@ -142,20 +157,27 @@ def choose(conn: sqlite3.Connection, queue: str, want: int, now: float) -> list[
             {"queue": queue, "now": now, "chosen": json.dumps(choice.chosen), "n": requested},
         ).fetchall()
         skipped = held = 0
+        alone = False
         for jid, key, cap, rates, fpos in rows:
+            if rates is not None and (choice.chosen or not first):
+                alone = True  # popped alone, by the next pop
+                break
             outcome = choice.consider(jid, key, cap, rates)
             skipped += outcome == "skipped"
             held += outcome == "held"
             if outcome == "chosen" and fpos is not None:
                 turn = max(turn, fpos)
+            if outcome == "chosen" and rates is not None:
+                alone = True  # it starts at once, behind no other job of its batch
+                break
         choice.write()
-        if len(choice.chosen) >= want or not rows or choice.held_count >= MAX_HELD_PER_POP:
+        if alone or len(choice.chosen) >= want or not rows or choice.held_count >= MAX_HELD_PER_POP:
             break
         if not skipped and not held and len(rows) < requested:
             break
     if fair_queue:
         conn.execute("INSERT OR REPLACE INTO flow_fair VALUES (?, '', ?)", (queue, turn))
-    return choice.chosen
+    return choice.chosen, choice.start
 
 
 class _Choice:
@@ -170,6 +192,7 @@ class _Choice:
         self.slots: list[tuple[str, str]] = []
         self.starts: list[tuple[str, float]] = []
         self.held: list[tuple[float, str]] = []
+        self.start: tuple[float, float] | None = None  # a rate-limited job's start window
 
     def consider(self, jid: str, key: str | None, cap: int, rates: str | None) -> str:
         """Take the job (`chosen`), pass it (`skipped`: its key was filled by this pop; the
@@ -183,19 +206,22 @@ class _Choice:
             limits = json.loads(rates)
             dues = [self._room_at(bucket, limit, period) for bucket, limit, period in limits]
             due = max(dues)
-            if due > self.now:
+            lead = min(rate_lead(period) for _, _, period in limits)
+            if due > self.now + lead:
                 # Held: it counts as a start at `due` in the buckets that hold it, so that
-                # the next job held here comes back after it, not with it.
+                # the next job held here comes back after it, not with it; it comes back
+                # `lead` early, to be handed out by its start time.
                 for (bucket, _, _), at in zip(limits, dues, strict=True):
                     if at == due:
-                        self.buckets[bucket].append(due)
+                        bisect.insort(self.buckets[bucket], due)
                 if self.held_count < MAX_HELD_PER_POP:
-                    self.held.append((due, jid))
+                    self.held.append((due - lead, jid))
                     self.held_count += 1
                 return "held"
+            self.start = rate_start(self.now, due, [period for _, _, period in limits])
             for bucket, _, _ in limits:
-                self.buckets[bucket].append(self.now)
-                self.starts.append((bucket, self.now))
+                bisect.insort(self.buckets[bucket], self.start[0])
+                self.starts.append((bucket, self.start[0]))
         if key is not None:
             self.used[key] += 1
             self.slots.append((key, jid))
@@ -215,10 +241,11 @@ class _Choice:
     def _room_at(self, bucket: str, limit: int, period: float) -> float:
         """When `bucket` has room for one more start (`now` if it has): the starts of the
         last `period` are fewer than `limit`."""
+        window = rate_window(period)
         starts = self.buckets.get(bucket)
         if starts is None:
             self.conn.execute(
-                "DELETE FROM flow_starts WHERE bucket = ? AND at <= ?", (bucket, self.now - period)
+                "DELETE FROM flow_starts WHERE bucket = ? AND at <= ?", (bucket, self.now - window)
             )
             starts = [
                 at
@@ -229,7 +256,28 @@ class _Choice:
             self.buckets[bucket] = starts
         if len(starts) < limit:
             return self.now
-        return starts[len(starts) - limit] + period
+        return starts[len(starts) - limit] + window
+
+
+def unstarted(conn: sqlite3.Connection, jids: Sequence[str]) -> None:
+    """Rate-limited jobs given back before their runs started: the starts their pops
+    counted (their popped entries' `start`) leave their buckets, for other runs to take."""
+    rows = conn.execute(
+        "SELECT f.rates, j.history FROM flow_jobs f JOIN jobs j ON j.jid = f.jid "
+        "WHERE f.jid IN (SELECT value FROM json_each(?)) AND f.rates IS NOT NULL",
+        (json.dumps(list(jids)),),
+    ).fetchall()
+    for rates, history in rows:
+        popped = [entry for entry in json.loads(history) if entry.get("what") == "popped"]
+        start = popped[-1].get("start") if popped else None
+        if not isinstance(start, int | float):
+            continue
+        for bucket, _, _ in json.loads(rates):
+            conn.execute(
+                "DELETE FROM flow_starts WHERE rowid = (SELECT rowid FROM flow_starts "
+                "WHERE bucket = ? AND at = ? LIMIT 1)",
+                (bucket, start),
+            )
 
 
 def has_ready(conn: sqlite3.Connection, queue: str, now: float) -> bool:
@@ -272,7 +320,7 @@ def state(conn: sqlite3.Connection, now: float) -> FlowState:
             at
             for (at,) in conn.execute(
                 "SELECT at FROM flow_starts WHERE bucket = ? AND at > ? ORDER BY at",
-                (bucket, now - period),
+                (bucket, now - rate_window(period)),
             )
         ]
         (held,) = conn.execute(
@@ -280,6 +328,6 @@ def state(conn: sqlite3.Connection, now: float) -> FlowState:
             "WHERE j.state = 'scheduled' AND f.rates LIKE '%' || json_quote(?) || '%'",
             (bucket,),
         ).fetchone()
-        next_at = now if len(starts) < limit else starts[len(starts) - limit] + period
+        next_at = now if len(starts) < limit else starts[len(starts) - limit] + rate_window(period)
         buckets.append(FlowBucket(bucket, limit, period, len(starts), int(held), next_at))
     return FlowState(tuple(keys), tuple(buckets))

@@ -11,7 +11,7 @@ import sqlite3
 
 from lanner import checks
 from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import eventlog, put, stats
+from lanner.engines.sqlite import eventlog, flow, put, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, event, json_list
 from lanner.errors import InvalidState, JobNotFound, LockLost
 from lanner.job import CASCADE_TAG, DEPENDENCY_FAILED_GROUP, JobState
@@ -241,7 +241,10 @@ def release(conn: sqlite3.Connection, command: checks.Settle) -> set[str]:
             "spend": command.spend_retry,
         },
     )
-    return {row[0] for row in released}
+    jids = {row[0] for row in released}
+    if jids and not command.spend_retry and flow.in_use(conn, command.queue):
+        flow.unstarted(conn, sorted(jids))  # their runs did not start
+    return jids
 
 
 def fail(conn: sqlite3.Connection, command: checks.Fail) -> None:

@@ -67,7 +67,10 @@ def take(conn: sqlite3.Connection, queue: str, worker: str, count: int, now: flo
         chosen = _WAITING
         if flow.in_use(conn, queue):  # FLOW: its jobs may be held back
             chosen = "SELECT value FROM json_each(:chosen)"
-            lock["chosen"] = json_list(flow.choose(conn, queue, limit - len(taken), now))
+            jids, start = flow.choose(conn, queue, limit - len(taken), now, not taken)
+            lock["chosen"] = json_list(jids)
+            if start is not None:  # one rate-limited job: when its run may start
+                lock["event"] = event("popped", now, worker=worker, start=start[0], by=start[1])
         locked = conn.execute(
             "UPDATE jobs SET state = 'running', worker = :worker, expires = :expires, "
             f"grace = 0, popped_at = :now, history = {APPEND_HISTORY} "

@@ -23,13 +23,20 @@
 -- finds room when fewer than `limit` starts fall in the last period; else it
 -- is scheduled for when the limit-th latest of the starts and holds is a
 -- period old, and held there, so that the jobs held come back `limit` at a
--- time, in order. Each key expires a period after its latest entry.
+-- time, in order. Each key expires a period after its latest entry. A
+-- rate-limited job is popped alone; its start is counted a slack ahead, a
+-- held one comes back a lead early, and one released unstarted frees its
+-- start (Flow.unstarted); periods are counted with the slack (window).
 
 -- At most this many jobs a pop holds back (then a token is left for more).
 Flow.HELD_CAP = 1000
 
 -- Jobs fairness sent into -work, ever: a pop that sees it grow reads -work again.
 Flow.placed = 0
+
+-- The start window of the rate-limited job Flow.admit let run last, for its
+-- popped history entry (`start`, `by`: lanner.worker.rates).
+Flow.start = nil
 
 -- Keys whose slots this call has pruned (a key is pruned once per call), and
 -- queues known to have parked jobs or not (a complete_many asks once).
@@ -60,8 +67,25 @@ local function slots_used(key)
   return redis.call('zcard', slots)
 end
 
+-- lanner.records's numbers: how late after its start time a run may start
+-- (slack: 2 % of the period, at most 20 ms; its worker checks against 50 % of
+-- it), and how early before it a job may be handed out (lead: 10 %, at most
+-- 100 ms; its worker holds it until then). A start counts in its bucket for
+-- the period and the slack (its window).
+local function slack(period)
+  return math.min(0.02, period * 0.02)
+end
+
+local function window(period)
+  return period + slack(period)
+end
+
+local function lead(period)
+  return math.min(0.1, period * 0.1)
+end
+
 -- When `bucket` has room for `jid` (now if it has): fewer than `limit` starts
--- in the last period. Else the time at which the jobs held before it will have
+-- in the last period (`period`: its window). Else the time at which the jobs held before it will have
 -- had their turns: the (limit)-th latest of the starts and the holds, a
 -- period on. Its own hold, if any, is given up first.
 local function room_at(now, jid, bucket, limit, period)
@@ -193,14 +217,14 @@ function Flow.state(now)
     local bucket, rate = listed[index], cjson.decode(listed[index + 1])
     local limit, period = rate[1], rate[2]
     local key = Keys.flow_starts(bucket)
-    local since = '(' .. Num.str(now - period)
-    local recent = redis.call('zcount', key, since, Num.str(now))
+    local since = '(' .. Num.str(now - window(period))
+    local recent = redis.call('zcount', key, since, '+inf') -- with starts counted ahead
     local held = redis.call('zcount', Keys.flow_holds(bucket), '(' .. Num.str(now), '+inf')
     local next_at = now
     if recent >= limit then
-      local nth = redis.call('zrangebyscore', key, since, Num.str(now), 'WITHSCORES', 'LIMIT',
+      local nth = redis.call('zrangebyscore', key, since, '+inf', 'WITHSCORES', 'LIMIT',
         recent - limit, 1)
-      next_at = tonumber(nth[2]) + period
+      next_at = tonumber(nth[2]) + window(period)
     end
     if recent == 0 and held == 0 then
       redis.call('hdel', Keys.flow_buckets, bucket)
@@ -243,15 +267,22 @@ function Flow.unpark(now, queue)
   end
 end
 
--- Whether the flow of `jid`, read from -work by a pop, lets it run now. If it
--- does, its slot and starts are taken; if not, it is parked or scheduled (out
--- of -work either way) and false returned.
-function Flow.admit(now, queue, jid)
+-- Whether the flow of `jid`, read from -work by a pop, lets it run now: 'yes',
+-- or 'rated' if a rate counted its start (its slot and starts are taken); if
+-- not, it is parked or scheduled (out of -work either way) and 'held'
+-- returned. A rate-limited job is popped alone (`first`: nothing is taken yet),
+-- so that it starts as soon as it is handed out, behind no job of its batch:
+-- else 'later', and it stays where it is for the next pop.
+function Flow.admit(now, queue, jid, first)
   local text = redis.call('hget', Keys.job(jid), 'lanner_flow')
   if not text then
-    return true
+    return 'yes'
   end
   local spec = cjson.decode(text)
+  local rates = spec.r or {}
+  if #rates > 0 and not first then
+    return 'later'
+  end
   local key = spec.c
   if key ~= nil and redis.call('zscore', Keys.flow_slots(key), jid) == false
       and slots_used(key) >= spec.m then
@@ -260,24 +291,30 @@ function Flow.admit(now, queue, jid)
     redis.call('zrem', work, jid)
     redis.call('zadd', Keys.parked(queue, key), score, jid)
     redis.call('hset', Keys.queue(queue, 'parked'), key, spec.m)
-    return false
+    return 'held'
   end
-  local rates = spec.r or {}
-  local due = now
+  local due, early, late = now, math.huge, math.huge
   for _, rate in ipairs(rates) do
-    due = math.max(due, room_at(now, jid, rate[1], rate[2], rate[3]))
+    due = math.max(due, room_at(now, jid, rate[1], rate[2], window(rate[3])))
+    early, late = math.min(early, lead(rate[3])), math.min(late, slack(rate[3]))
   end
-  if due > now then
+  if due > now + early then
+    -- Held until a lead before its turn, to be handed out by its start time.
     for _, rate in ipairs(rates) do
-      add_entry(now, Keys.flow_holds(rate[1]), jid, due, rate[3])
+      add_entry(now, Keys.flow_holds(rate[1]), jid, due, window(rate[3]))
     end
     redis.call('zrem', Keys.queue(queue, 'work'), jid)
-    redis.call('hmset', Keys.job(jid), 'state', 'scheduled', 'time', due)
-    redis.call('zadd', Keys.queue(queue, 'scheduled'), due, jid)
-    return false
+    redis.call('hmset', Keys.job(jid), 'state', 'scheduled', 'time', due - early)
+    redis.call('zadd', Keys.queue(queue, 'scheduled'), due - early, jid)
+    return 'held'
   end
+  local start = math.max(due, now + late)
   for _, rate in ipairs(rates) do
-    add_entry(now, Keys.flow_starts(rate[1]), jid .. ':' .. Num.str(now), now, rate[3])
+    add_entry(now, Keys.flow_starts(rate[1]), jid .. ':' .. Num.str(start), start,
+      window(rate[3]))
+  end
+  if #rates > 0 then
+    Flow.start = { start = start, by = start + late * 0.5 }
   end
   if key ~= nil then
     redis.call('zadd', Keys.flow_slots(key), now, jid)
@@ -285,7 +322,47 @@ function Flow.admit(now, queue, jid)
   if spec.f ~= nil and redis.call('hget', Keys.queue(queue, 'fair'), spec.f) == jid then
     next_turn(now, queue, spec.f)
   end
-  return true
+  if #rates > 0 then
+    return 'rated'
+  end
+  return 'yes'
+end
+
+-- A rate-limited job given back before its run started (lanner.release
+-- without spend): the start its pop counted (its popped entry's `start`,
+-- which JSON keeps to 14 digits, hence the millisecond around it) leaves its
+-- buckets, for another run to take.
+function Flow.unstarted(jid)
+  local text = redis.call('hget', Keys.job(jid), 'lanner_flow')
+  if not text then
+    return
+  end
+  local rates = cjson.decode(text).r or {}
+  if #rates == 0 then
+    return
+  end
+  local start
+  local recent = redis.call('lrange', Keys.history(jid), -10, -1)
+  for index = #recent, 1, -1 do
+    local entry = cjson.decode(recent[index])
+    if entry.what == 'popped' then
+      start = entry.start
+      break
+    end
+  end
+  if type(start) ~= 'number' then
+    return
+  end
+  local prefix = jid .. ':'
+  for _, rate in ipairs(rates) do
+    local starts = Keys.flow_starts(rate[1])
+    for _, member in ipairs(redis.call('zrangebyscore', starts, start - 0.001, start + 0.001)) do
+      if string.sub(member, 1, #prefix) == prefix then
+        redis.call('zrem', starts, member)
+        break
+      end
+    end
+  end
 end
 
 -- A lock was given up in `queue`: a parked job may run now.

@@ -346,6 +346,9 @@ function Lanner.release(now, worker, queue, delay, jids, spend)
       if spend and job.remaining > 0 then
         redis.call('hset', key, 'remaining', job.remaining - 1)
       end
+      if not spend then
+        Flow.unstarted(jid) -- its run did not start: its counted start is free again
+      end
       if delay > 0 then
         local due = now + delay
         redis.call('hmset', key, 'state', 'scheduled', 'worker', '', 'expires', 0, 'time', due)

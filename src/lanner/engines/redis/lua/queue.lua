@@ -545,7 +545,7 @@ end
 -- expired lock.
 -- `batch` (pop's jobs from -work): the -work, -locks and worker zset updates
 -- are collected there and made by flush_locks, one command per key.
-local function lock(now, queue, worker, job, from_work, batch)
+local function lock(now, queue, worker, job, from_work, batch, start)
   local jid = job.jid
   local expires = now + Config.heartbeat(queue)
   local fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
@@ -575,7 +575,11 @@ local function lock(now, queue, worker, job, from_work, batch)
   if job.grace ~= nil then
     redis.call('hdel', Keys.job(jid), 'grace')
   end
-  Job.record(now, jid, 'popped', { worker = worker })
+  local entry = { worker = worker }
+  if start then
+    entry.start, entry.by = start.start, start.by
+  end
+  Job.record(now, jid, 'popped', entry)
   Events.tracked(jid, 'popped')
   -- The job as it now stands, for the reply (see objects).
   job.state, job.worker, job.expires, job.time, job.grace = 'running', worker, expires, now, nil
@@ -724,18 +728,36 @@ function Queue.pop(now, queue, worker, count)
       local want = limit - #taken
       local jids = redis.call('zrevrange', work, 0, want - 1)
       local expired, dangling, held_now, placed = {}, {}, 0, Flow.placed
+      local alone = false
       for _, jid in ipairs(jids) do
         local job = Job.load(jid, Job.POP_FIELDS)
+        local admitted = 'yes'
         if job == nil then
           dangling[#dangling + 1] = jid
         elseif past_expiry(job, now) then
           expired[#expired + 1] = jid
-        elseif flows and not Flow.admit(now, queue, jid) then
-          held_now = held_now + 1
         else
-          lock(now, queue, worker, job, true, batch)
-          taken[#taken + 1] = jid
-          locked[jid] = job
+          if flows then
+            admitted = Flow.admit(now, queue, jid, #taken == 0)
+          end
+          if admitted == 'later' then
+            alone = true -- a rate-limited job is popped alone: by the next pop
+            break
+          elseif admitted == 'held' then
+            held_now = held_now + 1
+          else
+            local start = nil
+            if admitted == 'rated' then
+              start, Flow.start = Flow.start, nil
+            end
+            lock(now, queue, worker, job, true, batch, start)
+            taken[#taken + 1] = jid
+            locked[jid] = job
+            if admitted == 'rated' then
+              alone = true -- it starts at once, behind no other job of its batch
+              break
+            end
+          end
         end
       end
       flush_locks(queue, worker, batch)
@@ -747,7 +769,7 @@ function Queue.pop(now, queue, worker, count)
       dropped = dropped + #expired
       held = held + held_now
       capped = dropped >= EXPIRE_BATCH or held >= Flow.HELD_CAP
-      if capped or (#jids < want and #expired == 0 and held_now == 0
+      if capped or alone or (#jids < want and #expired == 0 and held_now == 0
           and placed == Flow.placed) then
         break
       end
