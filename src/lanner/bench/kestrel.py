@@ -90,6 +90,7 @@ class KestrelBenchResult:
     rows: tuple[PairsRow, ...]
     lone: LoneClient
     engine_batched_per_s: float
+    engine_batched_cpu_us: float  # this process's CPU per pair in those batches
     blocking_items: int
     blocking_consumer_per_s: float
     machine: MachineInfo
@@ -108,6 +109,7 @@ class KestrelBenchResult:
             "peak_per_s": self.peak_per_s,
             "lone": self.lone.to_json(),
             "engine_batched_per_s": self.engine_batched_per_s,
+            "engine_batched_cpu_us": self.engine_batched_cpu_us,
             "blocking_items": self.blocking_items,
             "blocking_consumer_per_s": self.blocking_consumer_per_s,
             "machine": self.machine.to_json(),
@@ -169,7 +171,7 @@ def run_kestrel_benchmark(
         value_bytes,
         tuple(rows),
         lone,
-        engine_batched,
+        *engine_batched,
         blocking_items,
         blocking,
         MachineInfo.current(),
@@ -374,9 +376,10 @@ def _timed(sock: socket.socket, request: bytes, ending: bytes) -> float:
     return time.perf_counter() - started
 
 
-def _engine_batched(url: str, pairs: int, value: bytes) -> float:
+def _engine_batched(url: str, pairs: int, value: bytes) -> tuple[float, float]:
     """Pairs per second of the engine alone, in batches as a busy server makes them: one
-    thread doing put_many, pop and complete_many of ENGINE_BATCH items at a time."""
+    thread doing put_many, pop and complete_many of ENGINE_BATCH items at a time; and the
+    CPU µs per pair this process spent on them (the engine's share of a server's CPU)."""
     from lanner.engines import open_engine
     from lanner.kestrel.items import ITEM_KLASS, to_data
     from lanner.records import NewJob
@@ -384,7 +387,7 @@ def _engine_batched(url: str, pairs: int, value: bytes) -> float:
     data = to_data(value)
     done = 0
     with open_engine(url) as engine:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         while done < pairs:
             batch = min(ENGINE_BATCH, pairs - done)
             engine.put_many(
@@ -393,7 +396,8 @@ def _engine_batched(url: str, pairs: int, value: bytes) -> float:
             jobs = engine.pop("bench-batched", "bench", batch)
             engine.complete_many([job.jid for job in jobs], "bench", "bench-batched")
             done += batch
-        return rate(done, time.perf_counter() - started)
+        spent = time.process_time() - cpu
+        return rate(done, time.perf_counter() - started), spent * 1e6 / done
 
 
 # -- one consumer blocked in gets -------------------------------------------------------------

@@ -80,7 +80,8 @@ def kestrel_command(
         f"one client alone: set {lone.set_ms:.2f} ms, get {lone.get_ms:.2f} ms (medians); "
         f"the engine's own put {lone.engine_put_ms:.2f} ms, pop {lone.engine_pop_ms:.2f} ms\n"
         f"the engine alone, batches of 100 (put_many, pop, complete_many): "
-        f"{result.engine_batched_per_s:,.0f} pairs/s\n"
+        f"{result.engine_batched_per_s:,.0f} pairs/s, {result.engine_batched_cpu_us:,.0f} µs of "
+        "CPU per pair\n"
         f"one consumer, get q/t=1000 while a producer sets: "
         f"{result.blocking_consumer_per_s:,.0f} items/s"
     )
