@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from lanner.kestrel.items import from_data, to_data
@@ -84,3 +87,29 @@ def test_unknown_commands_are_error(line: bytes) -> None:
 )
 def test_values_survive_being_kept_as_job_data(value: bytes) -> None:
     assert from_data(to_data(value)) == value
+
+
+def test_values_are_kept_as_json_would_keep_them() -> None:
+    """The shortcut for plain ASCII text writes and reads exactly what `json` does, for
+    every byte alone and beside text (quotes, backslashes, control characters, DEL)."""
+    values = [bytes([n]) for n in range(256)] + [b"a%cz" % n for n in range(128)]
+    for value in values:
+        data = to_data(value)
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            assert json.loads(data) == {"base64": base64.b64encode(value).decode()}
+        else:
+            assert data == json.dumps(text, ensure_ascii=False)
+        assert from_data(data) == value
+    assert from_data('"a" ') == b"a"  # JSON with space after: read by json, as before
+    assert from_data('"say \\"hi\\""') == b'say "hi"'
+
+
+def test_a_key_parsed_again_gives_the_same_get() -> None:
+    first, again = parse(b"get work/t=5", NOW), parse(b"get work/t=5", NOW)
+    assert first == again == [Get("work/t=5", "work", 0.005, False, False, False, False)]
+    with pytest.raises(ProtocolError):  # a bad key is refused every time, never remembered
+        parse(b"get bad.name", NOW)
+    with pytest.raises(ProtocolError):
+        parse(b"get bad.name", NOW)

@@ -159,9 +159,11 @@ def test_bench_kestrel_json_smoke() -> None:
     rows = report["rows"]
     assert [(row["connections"], row["pairs"]) for row in rows] == [(1, 60), (30, 150)]
     assert all(row["lanner_per_s"] > 0 for row in rows)
+    assert all(row["lanner_cpu_us"] > 0 for row in rows)  # its CPU per pair, from /proc
     assert report["peak_per_s"] == max(row["lanner_per_s"] for row in rows)
     assert report["blocking_consumer_per_s"] > 0
     assert report["engine_batched_per_s"] > 0
+    assert report["engine_batched_cpu_us"] > 0
     assert all(report["lone"][key] > 0 for key in ("set_ms", "get_ms", "engine_put_ms"))
     for row in rows:
         if shutil.which("memcached"):

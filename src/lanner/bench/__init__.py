@@ -19,6 +19,7 @@
     transactional  `lanner bench transactional`: publishing within transactions, publisher killed
     flow        `lanner bench flow rate|keys|fair|cron`: flow control with real pools
     kestrel     `lanner bench kestrel`: the memcache front beside memcached in the same run
+    kestrel_servers  the servers it starts (lanner serve, memcached), and their CPU from /proc
     depth       `lanner bench depth`: an engine with a deep backlog
     publish     `lanner bench publish`: single .delay() calls from many threads and processes
     chord       `lanner bench chord`: a chord of N no-op parents

@@ -10,29 +10,26 @@ round after round, so that a busy minute of the machine falls on both; each figu
 median of its rounds. Then one client alone times its sets and gets, beside the engine's
 own puts and pops on the same store, and the engine alone does the pairs in batches (what
 the front could reach if it cost nothing). Last, one consumer takes items with blocking
-gets while a producer sets them.
+gets while a producer sets them. Each server's CPU time per pair is measured beside its
+rate (the steadier figure on a shared machine).
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.synchronize
-import os
 import selectors
 import shutil
 import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Final
 
 from lanner.bench.common import BenchError, BenchProgress, MachineInfo, bench_store, rate
-
-Address = tuple[str, int]
+from lanner.bench.kestrel_servers import Address, Served, lanner_serve, memcached
 
 CONNECTIONS_PER_CLIENT: Final = 250
 """Connections one client process drives at most (more connections: more processes)."""
@@ -57,6 +54,8 @@ class PairsRow:
     memcached_per_s: float | None
     lanner_rounds: tuple[float, ...]
     memcached_rounds: tuple[float, ...]
+    lanner_cpu_us: float | None  # the server's CPU µs per pair, median of the rounds
+    memcached_cpu_us: float | None
 
     @property
     def ratio(self) -> float | None:
@@ -91,6 +90,7 @@ class KestrelBenchResult:
     rows: tuple[PairsRow, ...]
     lone: LoneClient
     engine_batched_per_s: float
+    engine_batched_cpu_us: float  # this process's CPU per pair in those batches
     blocking_items: int
     blocking_consumer_per_s: float
     machine: MachineInfo
@@ -109,6 +109,7 @@ class KestrelBenchResult:
             "peak_per_s": self.peak_per_s,
             "lone": self.lone.to_json(),
             "engine_batched_per_s": self.engine_batched_per_s,
+            "engine_batched_cpu_us": self.engine_batched_cpu_us,
             "blocking_items": self.blocking_items,
             "blocking_consumer_per_s": self.blocking_consumer_per_s,
             "machine": self.machine.to_json(),
@@ -126,31 +127,33 @@ def run_kestrel_benchmark(
     processes: int = 1,
 ) -> KestrelBenchResult:
     value = b"x" * value_bytes
-    memcached = shutil.which("memcached")
     rows: list[PairsRow] = []
     with bench_store(url) as store, ExitStack() as servers:
-        lanner = servers.enter_context(_lanner_serve(store, processes))
-        peer = servers.enter_context(_memcached()) if memcached else None
+        served = servers.enter_context(lanner_serve(store, processes))
+        peer = servers.enter_context(memcached()) if shutil.which("memcached") else None
+        lanner = served.address
         for count in connections:
             per_connection = max(MIN_PAIRS_PER_CONNECTION, pairs // count)
             total = per_connection * count
-            ours: list[float] = []
-            theirs: list[float] = []
+            ours: list[tuple[float, float | None]] = []
+            theirs: list[tuple[float, float | None]] = []
             for round_number in range(1, rounds + 1):
                 where = f"{count:,} connections, {total:,} pairs, round {round_number}"
                 progress.phase(f"lanner serve: {where}", count)
-                ours.append(_pairs(lanner, _queue_pairs, count, per_connection, value, progress))
+                ours.append(_run(served, _queue_pairs, count, per_connection, value, progress))
                 if peer is not None:
                     progress.phase(f"memcached: {where}", count)
-                    theirs.append(_pairs(peer, _key_pairs, count, per_connection, value, progress))
+                    theirs.append(_run(peer, _key_pairs, count, per_connection, value, progress))
             rows.append(
                 PairsRow(
                     count,
                     total,
-                    statistics.median(ours),
-                    statistics.median(theirs) if theirs else None,
-                    tuple(ours),
-                    tuple(theirs),
+                    statistics.median(r for r, _ in ours),
+                    statistics.median(r for r, _ in theirs) if theirs else None,
+                    tuple(r for r, _ in ours),
+                    tuple(r for r, _ in theirs),
+                    _median_known(c for _, c in ours),
+                    _median_known(c for _, c in theirs),
                 )
             )
         progress.phase(f"lone client and engine calls: {LATENCY_SAMPLES} each", 2)
@@ -168,7 +171,7 @@ def run_kestrel_benchmark(
         value_bytes,
         tuple(rows),
         lone,
-        engine_batched,
+        *engine_batched,
         blocking_items,
         blocking,
         MachineInfo.current(),
@@ -178,6 +181,28 @@ def run_kestrel_benchmark(
 # -- set+get pairs over many connections -----------------------------------------------------
 PairRequests = Callable[[int, int, bytes], tuple[bytes, bytes]]
 """(connection number, pair number, value) -> (the set request, the get request)."""
+
+
+def _run(
+    server: Served,
+    requests: PairRequests,
+    connections: int,
+    per_connection: int,
+    value: bytes,
+    progress: BenchProgress,
+) -> tuple[float, float | None]:
+    """Pairs per second, and the server's CPU µs per pair (None: not measurable here)."""
+    before = server.cpu_seconds()
+    per_s = _pairs(server.address, requests, connections, per_connection, value, progress)
+    after = server.cpu_seconds()
+    if before is None or after is None:
+        return per_s, None
+    return per_s, (after - before) * 1e6 / (connections * per_connection)
+
+
+def _median_known(values: Iterator[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return statistics.median(known) if known else None
 
 
 def _queue_pairs(connection: int, pair: int, value: bytes) -> tuple[bytes, bytes]:
@@ -351,9 +376,10 @@ def _timed(sock: socket.socket, request: bytes, ending: bytes) -> float:
     return time.perf_counter() - started
 
 
-def _engine_batched(url: str, pairs: int, value: bytes) -> float:
+def _engine_batched(url: str, pairs: int, value: bytes) -> tuple[float, float]:
     """Pairs per second of the engine alone, in batches as a busy server makes them: one
-    thread doing put_many, pop and complete_many of ENGINE_BATCH items at a time."""
+    thread doing put_many, pop and complete_many of ENGINE_BATCH items at a time; and the
+    CPU µs per pair this process spent on them (the engine's share of a server's CPU)."""
     from lanner.engines import open_engine
     from lanner.kestrel.items import ITEM_KLASS, to_data
     from lanner.records import NewJob
@@ -361,7 +387,7 @@ def _engine_batched(url: str, pairs: int, value: bytes) -> float:
     data = to_data(value)
     done = 0
     with open_engine(url) as engine:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         while done < pairs:
             batch = min(ENGINE_BATCH, pairs - done)
             engine.put_many(
@@ -370,7 +396,8 @@ def _engine_batched(url: str, pairs: int, value: bytes) -> float:
             jobs = engine.pop("bench-batched", "bench", batch)
             engine.complete_many([job.jid for job in jobs], "bench", "bench-batched")
             done += batch
-        return rate(done, time.perf_counter() - started)
+        spent = time.process_time() - cpu
+        return rate(done, time.perf_counter() - started), spent * 1e6 / done
 
 
 # -- one consumer blocked in gets -------------------------------------------------------------
@@ -437,58 +464,3 @@ def _requests(sock: socket.socket, requests: list[bytes], ending: bytes) -> int:
         if received.startswith((b"SERVER_ERROR", b"CLIENT_ERROR", b"ERROR")):
             raise BenchError(f"the server refused a request: {received[:200]!r}")
     return len(requests)
-
-
-# -- the servers ------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_listening(address: Address, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise BenchError(f"{what} exited at start (status {process.returncode})")
-        try:
-            socket.create_connection(address, timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.02)
-    raise BenchError(f"{what} did not listen on {address[0]}:{address[1]} within 30 s")
-
-
-@contextmanager
-def _server(command: list[str], port: int, what: str) -> Iterator[Address]:
-    address = ("127.0.0.1", port)
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(address, process, what)
-        yield address
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def _lanner_serve(url: str, processes: int) -> Any:
-    port = _free_port()
-    command = [sys.executable, "-m", "lanner", "serve", "--broker", url, "--port", str(port)]
-    if processes > 1:
-        command += ["--processes", str(processes)]
-    return _server(command, port, "lanner serve")
-
-
-def _memcached() -> Any:
-    port = _free_port()
-    binary = shutil.which("memcached") or "memcached"
-    command = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", "512", "-t", "2"]
-    command += ["-c", "4096", "-b", "4096"]  # connections and backlog: 1,000 clients fit
-    if os.geteuid() == 0:
-        command += ["-u", "root"]  # memcached refuses to run as root unless told to
-    return _server(command, port, "memcached")

@@ -65,23 +65,28 @@ def kestrel_command(
         title=f"lanner serve ({served}) beside memcached: set+get pairs of {value_bytes} B, "
         f"medians of {rounds} round{'s' if rounds > 1 else ''}"
     )
-    for column in ("connections", "lanner serve", "memcached", "ratio", "of peak"):
+    columns = ("connections", "lanner serve", "memcached", "ratio", "of peak", "CPU µs/pair")
+    for column in columns:
         table.add_column(column, justify="right")
     for row in result.rows:
         ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
         theirs = "not installed" if row.memcached_per_s is None else f"{row.memcached_per_s:,.0f}/s"
+        cpu = " / ".join("?" if us is None else f"{us:,.0f}"
+                         for us in (row.lanner_cpu_us, row.memcached_cpu_us))  # fmt: skip
         table.add_row(f"{row.connections:,}", f"{row.lanner_per_s:,.0f}/s", theirs, ratio,
-                      f"{row.lanner_per_s / result.peak_per_s:.0%}")  # fmt: skip
+                      f"{row.lanner_per_s / result.peak_per_s:.0%}", cpu)  # fmt: skip
     lone = result.lone
     consumer = Text(
         f"one client alone: set {lone.set_ms:.2f} ms, get {lone.get_ms:.2f} ms (medians); "
         f"the engine's own put {lone.engine_put_ms:.2f} ms, pop {lone.engine_pop_ms:.2f} ms\n"
         f"the engine alone, batches of 100 (put_many, pop, complete_many): "
-        f"{result.engine_batched_per_s:,.0f} pairs/s\n"
+        f"{result.engine_batched_per_s:,.0f} pairs/s, {result.engine_batched_cpu_us:,.0f} µs of "
+        "CPU per pair\n"
         f"one consumer, get q/t=1000 while a producer sets: "
         f"{result.blocking_consumer_per_s:,.0f} items/s"
     )
-    Console().print(Group(table, consumer, about(result.url, result.machine)))
+    cpu_note = Text("CPU µs/pair: each server's process (and those under it), lanner / memcached")
+    Console().print(Group(table, cpu_note, consumer, about(result.url, result.machine)))
 
 
 @click.command("web")

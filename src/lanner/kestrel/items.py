@@ -20,6 +20,12 @@ ITEM_KLASS: Final = "kestrel"
 
 
 def to_data(value: bytes) -> str:
+    if value.isascii():
+        text = value.decode("ascii")
+        # What JSON escapes: '"', '\\' and control characters (not printable); the rest of
+        # ASCII stands as itself, so json.dumps would return the text quoted, no more.
+        if text.isprintable() and '"' not in text and "\\" not in text:
+            return '"' + text + '"'
     try:
         text = value.decode("utf-8")
     except UnicodeDecodeError:
@@ -28,6 +34,9 @@ def to_data(value: bytes) -> str:
 
 
 def from_data(data: str) -> bytes:
+    # A JSON string with no escape and no other quote: its text stands between the quotes.
+    if data.startswith('"') and data.endswith('"') and data.count('"') == 2 and "\\" not in data:
+        return data[1:-1].encode("utf-8")
     if data.startswith('"'):
         text: str = json.loads(data)
         return text.encode("utf-8")
