@@ -29,7 +29,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
-from lanner import instruments, names
+from lanner import instruments
+from lanner.checks import names
 from lanner.codec import Codec, JobIdentity, JSONCodec, Payload, SignedPickleCodec
 from lanner.engine import Capability, Engine
 from lanner.engines import open_engine, shown_url
@@ -42,7 +43,7 @@ from lanner.errors import (
 )
 from lanner.flow import debounced, flow_of, other_turn, refuse_unheld
 from lanner.handle import JobHandle
-from lanner.messages import Message, PublishArguments, PublishOptions
+from lanner.prepared import Message, PublishArguments, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.records import NewJob
 from lanner.schedules import CatchUp, Schedule, periodic_decorator
@@ -242,7 +243,7 @@ class App:
         **options: Unpack[PublishArguments],
     ) -> JobHandle:
         """Publish one run of `task`; return its handle (the jid, a str). `options`:
-        `lanner.messages.PublishArguments` (queue, delay, priority, tags, depends, jid,
+        `lanner.prepared.PublishArguments` (queue, delay, priority, tags, depends, jid,
         retries, unique). `within`: as `publish_many`'s.
 
         With a `jid` of your own, publishing it again moves that job (new arguments, new
@@ -279,7 +280,7 @@ class App:
     ) -> list[JobHandle]:
         prepared = [(message, self._new_job(message, headers)) for message in messages]
         if self.eager:
-            from lanner.eager import run_eagerly
+            from lanner.inprocess.eager import run_eagerly
 
             return [run_eagerly(self, job) for _, job in prepared]
         jobs = [job for _, job in prepared]

@@ -12,9 +12,9 @@ from lanner._version import __version__
 # The tools' import path and the short help `lanner --help` shows without importing them
 # (tests/unit/test_cli_lazy.py checks that each matches its command's own).
 TOOL_COMMANDS: dict[str, tuple[str, str]] = {
-    "bench": ("lanner.bench.cli:bench", "Measure lanner's performance on this machine."),
+    "bench": ("lanner.tools.bench.cli:bench", "Measure lanner's performance on this machine."),
     "chaos": (
-        "lanner.chaos.cli:chaos",
+        "lanner.tools.chaos.cli:chaos",
         "Run a real worker pool under faults; account for every job.",
     ),
 }

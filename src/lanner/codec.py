@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from lanner import fastjson
+from lanner.checks.values import utf8_size
 from lanner.errors import (
     ArgumentError,
     BadSignature,
@@ -41,7 +42,6 @@ from lanner.errors import (
     ResultTooLarge,
 )
 from lanner.instruments import carried
-from lanner.values import utf8_size
 
 ENVELOPE_VERSION: Final = 1
 

@@ -23,9 +23,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 from lanner import limits
+from lanner.checks.names import label
 from lanner.engine.capabilities import Capability
 from lanner.errors import ConfigError, Unsupported
-from lanner.names import label
 from lanner.records import Flow, NewJob, RateLimit
 
 if TYPE_CHECKING:

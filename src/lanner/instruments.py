@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from lanner.app import App
     from lanner.engine import Engine
     from lanner.job import Job
-    from lanner.messages import Message
+    from lanner.prepared import Message
     from lanner.task import Task
     from lanner.worker.reporter import Outcome
 

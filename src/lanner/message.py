@@ -15,7 +15,7 @@ place, the only way a job can run again while its worker holds it. A message mad
 hand (tests, `lanner.test_utils.MockMessage`) is bound to nothing: republishing it
 publishes a new job, as Kale does.
 
-Not to be confused with `lanner.messages.Message`, a publish prepared for
+Not to be confused with `lanner.prepared.Message`, a publish prepared for
 `App.publish_many`.
 """
 

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from lanner import aio
+from lanner.inprocess import coroutines
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -46,10 +46,10 @@ def _closing_loops(function: Callable[[], T]) -> T:
     try:
         return function()
     finally:
-        # An eager app runs a task as it is published, and `lanner.aio` runs an async one
-        # on a loop it keeps for its thread (a worker's, between tasks): an executor's
-        # thread must not keep it, unclosed, once the thread is gone.
-        aio.close()
+        # An eager app runs a task as it is published, and `lanner.inprocess.coroutines`
+        # runs an async one on a loop it keeps for its thread (a worker's, between tasks):
+        # an executor's thread must not keep it, unclosed, once the thread is gone.
+        coroutines.close()
 
 
 async def wait(function: Callable[[], T]) -> T:

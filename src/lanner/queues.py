@@ -35,8 +35,8 @@ from typing import Final
 import yaml
 
 from lanner import limits
+from lanner.checks.names import queue_name
 from lanner.errors import ConfigError, InvalidName
-from lanner.names import queue_name
 
 __all__ = [
     "DEFAULT_QUEUES",

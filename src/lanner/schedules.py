@@ -279,7 +279,7 @@ def _upcoming(app: App, schedules: Any, now: float) -> list[NewJob]:
 
 def _tick_job(app: App, schedule: Schedule, tick: float, now: float) -> NewJob:
     """The job of one tick: the task's run with the schedule's arguments, due at `tick`."""
-    from lanner.messages import Message, PublishOptions
+    from lanner.prepared import Message, PublishOptions
 
     # unique: the publish asks nothing of the engine (the supervisor has none open).
     options = PublishOptions(jid=schedule.jid(tick), delay=max(0.0, tick - now), unique=True)

@@ -337,9 +337,9 @@ class Task:
             self._check_blacklist(*args, **kwargs)
             result = self.run_task(*args, **kwargs)
             if inspect.isawaitable(result):  # an async task: done only once it finished
-                from lanner import aio
+                from lanner.inprocess import coroutines
 
-                result = aio.run(result)
+                result = coroutines.run(result)
         except BaseException as error:
             self._ended(error)
             raise

@@ -3,7 +3,7 @@
 The decorator builds a `Task` subclass around the function (the machinery both styles
 share), whose `run_task` has the function's own signature: a job whose arguments do not
 fit the function fails at once (`lanner-bad-arguments`) rather than being retried. An
-`async def` function runs on its worker's event loop (`lanner.aio`).
+`async def` function runs on its worker's event loop (`lanner.inprocess.coroutines`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Generic, NamedTuple, ParamSpec, TypeVar, Unpack
 
 from lanner.flow import Debounce, FlowOptions
-from lanner.messages import (
+from lanner.prepared import (
     FLOW_KEYS,
     FlowArguments,
     Message,
@@ -167,7 +167,7 @@ class TaskFunction(Generic[P, R]):
     def options(
         self, *, app_data: Any = None, **arguments: Unpack[OptionsArguments]
     ) -> BoundOptions[P]:
-        """Publish options of one run (`lanner.messages.PublishArguments`); the FLOW ones
+        """Publish options of one run (`lanner.prepared.PublishArguments`); the FLOW ones
         override the task's (docs/flow-control.md)."""
         if not arguments and app_data is None:
             return self._plain

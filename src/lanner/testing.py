@@ -33,7 +33,7 @@ __all__ = ["drain", "eager", "temporary_store"]
 @contextmanager
 def eager(app: App) -> Iterator[App]:
     """For the block, `app` runs each job it publishes at once, in this process
-    (`App(eager=True)` does so for good; `lanner.eager` says what that leaves out)."""
+    (`App(eager=True)` does so for good; `lanner.inprocess.eager` says what that leaves out)."""
     before = app.eager
     app.eager = True
     try:

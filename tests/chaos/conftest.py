@@ -1,4 +1,4 @@
-"""What the chaos tests share: small runs of `lanner.chaos` on either engine, and the checks
+"""What the chaos tests share: small runs of `lanner.tools.chaos` on either engine, and the checks
 every run must pass.
 
 Each test runs one real `lanner worker` pool under one fault (`chaos(...)`), at a scale CI
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from lanner.chaos import ChaosConfig, FaultPlan, Report, WorkloadSpec, run_chaos
+from lanner.tools.chaos import ChaosConfig, FaultPlan, Report, WorkloadSpec, run_chaos
 
 CHEAP_POISONS = ("raise", "exit", "segv", "memory")
 AOF = ("--appendonly", "yes", "--appendfsync", "always")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanner.chaos import FaultPlan
+from lanner.tools.chaos import FaultPlan
 
 from .conftest import CHEAP_POISONS, ENGINES, Chaos, assert_sound
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanner.chaos import FaultPlan
+from lanner.tools.chaos import FaultPlan
 
 from .conftest import Chaos, assert_sound
 

@@ -16,7 +16,7 @@ import pytest
 
 from lanner import JobState
 from lanner.app import App
-from lanner.messages import Message
+from lanner.prepared import Message
 from lanner.settings import Settings
 from lanner.worker.pool import WorkerPool
 

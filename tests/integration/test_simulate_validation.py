@@ -44,7 +44,7 @@ import pytest
 
 from lanner import JobState
 from lanner.app import App
-from lanner.messages import Message, PublishOptions
+from lanner.prepared import Message, PublishOptions
 from lanner.queues import QueueConfig
 from lanner.simulate import Costs, Scenario, SimQueue, simulate
 from lanner.simulate.arrivals import ArrivalSpec

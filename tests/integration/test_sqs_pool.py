@@ -13,7 +13,7 @@ import signal
 import pytest
 
 from lanner.app import App
-from lanner.messages import Message
+from lanner.prepared import Message
 
 from .conftest import Workspace, wait_until
 from .pool_support import running_pool, supervising

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lanner.bench.transactional import run_transactional
+from lanner.tools.bench.transactional import run_transactional
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

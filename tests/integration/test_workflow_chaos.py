@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lanner.bench.chord_chaos import run_chord_chaos
+from lanner.tools.bench.chord_chaos import run_chord_chaos
 
 pytestmark = pytest.mark.timeout(170, method="thread")
 

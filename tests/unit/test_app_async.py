@@ -20,7 +20,7 @@ import pytest
 import lanner
 from lanner import App, JobState, Unsupported
 from lanner.codec import JobIdentity, JSONCodec, Payload
-from lanner.messages import Message
+from lanner.prepared import Message
 from lanner.queues import QueueConfig
 from lanner.settings import Settings
 from lanner.task import Task

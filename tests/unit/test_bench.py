@@ -11,13 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from lanner import Job, list_jobs, open_engine
-from lanner.bench.children import ChildGroup
-from lanner.bench.common import BenchError, MachineInfo
-from lanner.bench.engine import EngineBenchResult, drain_worker, run_engine_benchmark
-from lanner.bench.engine_cli import results_table
-from lanner.bench.pickup import PICKUP_TIMEOUT
-from lanner.bench.stats import Percentiles, percentile
 from lanner.cli import main
+from lanner.tools.bench.children import ChildGroup
+from lanner.tools.bench.common import BenchError, MachineInfo
+from lanner.tools.bench.engine import EngineBenchResult, drain_worker, run_engine_benchmark
+from lanner.tools.bench.engine_cli import results_table
+from lanner.tools.bench.pickup import PICKUP_TIMEOUT
+from lanner.tools.bench.stats import Percentiles, percentile
 
 
 def test_percentile_interpolates_between_ranks() -> None:

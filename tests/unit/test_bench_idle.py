@@ -9,9 +9,9 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from lanner.bench.common import BenchError
-from lanner.bench.idle import cpu_seconds, run_idle_benchmark
 from lanner.cli import main
+from lanner.tools.bench.common import BenchError
+from lanner.tools.bench.idle import cpu_seconds, run_idle_benchmark
 
 
 def test_the_idle_benchmark_rejects_empty_sizes() -> None:

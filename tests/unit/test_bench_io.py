@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner
 
 from lanner import open_engine
-from lanner.bench import io
-from lanner.bench.common import BenchError
-from lanner.bench.io import run_io_benchmark
 from lanner.cli import main
+from lanner.tools.bench import io
+from lanner.tools.bench.common import BenchError
+from lanner.tools.bench.io import run_io_benchmark
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from lanner.bench.kestrel_servers import tree_cpu_seconds
+from lanner.tools.bench.kestrel_servers import tree_cpu_seconds
 
 BUSY_CHILD = """
 import subprocess, sys

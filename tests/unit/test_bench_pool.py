@@ -13,11 +13,11 @@ import pytest
 from click.testing import CliRunner
 
 from lanner.app import App
-from lanner.bench import pool_tasks
-from lanner.bench.common import BenchError
-from lanner.bench.pool import run_pool_benchmark, verify_complete
 from lanner.cli import main
 from lanner.settings import Settings
+from lanner.tools.bench import pool_tasks
+from lanner.tools.bench.common import BenchError
+from lanner.tools.bench.pool import run_pool_benchmark, verify_complete
 
 
 @pytest.mark.parametrize(
@@ -35,7 +35,7 @@ def test_verify_complete_reports_jobs_left_and_missing(tmp_path: Path) -> None:
     url = f"sqlite:///{(tmp_path / 'v.db').as_posix()}"
     app = App(url, settings=Settings(broker=url))
     try:
-        waiting = app.engine.put("q", "j1", "lanner.bench.Noop", "{}")
+        waiting = app.engine.put("q", "j1", "lanner.tools.bench.Noop", "{}")
         with pytest.raises(BenchError, match="of 2 jobs, 1 missing, 1 waiting"):
             verify_complete(app.engine, [waiting, "nope"])
     finally:

@@ -8,10 +8,10 @@ import math
 from pathlib import Path
 from typing import cast
 
-from lanner.chaos import Report
-from lanner.chaos.faults import Harness, Incident, Kill, StopChild
-from lanner.chaos.ledger import Ledger
-from lanner.chaos.report import in_flight_at_kills, poison_hits, redeliveries
+from lanner.tools.chaos import Report
+from lanner.tools.chaos.faults import Harness, Incident, Kill, StopChild
+from lanner.tools.chaos.ledger import Ledger
+from lanner.tools.chaos.report import in_flight_at_kills, poison_hits, redeliveries
 
 
 def ledger_of(tmp_path: Path, *lines: str) -> Ledger:
@@ -115,7 +115,7 @@ def test_a_kill_before_the_ledger_line_is_known_from_the_jobs_history(tmp_path: 
     # The harness knows which process ran a poison job from the job's own history too:
     # a kill can land between the pop and the task's first ledger line.
     from lanner import open_engine
-    from lanner.chaos.settle import _popped_by
+    from lanner.tools.chaos.settle import _popped_by
 
     engine = open_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
     engine.put("q", "jid-1", "t.Task", "{}")

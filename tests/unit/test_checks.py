@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from lanner import checks, values
+from lanner import checks
+from lanner.checks import values
 from lanner.errors import InvalidName, MalformedArgument, PayloadTooLarge
 from lanner.records import NewJob
 

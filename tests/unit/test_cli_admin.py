@@ -17,9 +17,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lanner import Engine, JobState, NewJob, checks, operations
+from lanner.checks.names import QUEUE_NAME_RULE
 from lanner.commands.failures import first_line
 from lanner.limits import MAX_DELAY_SEC
-from lanner.names import QUEUE_NAME_RULE
 
 KLASS = "myapp.tasks.Work"
 TRACEBACK = (

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lanner import Engine
+from lanner.checks.names import QUEUE_NAME_RULE
 from lanner.commands import register_admin
-from lanner.names import QUEUE_NAME_RULE
 
 KLASS = "myapp.tasks.Work"
 T0 = datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()

@@ -15,7 +15,7 @@ import lanner
 from lanner.app import App
 from lanner.codec import JobIdentity, JSONCodec, Payload, SignedPickleCodec, decode
 from lanner.instruments import Instrument, Run
-from lanner.messages import Message
+from lanner.prepared import Message
 
 IDENTITY = JobIdentity("j1", "m.task", "q")
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from lanner import InvalidName, MalformedArgument, names
+from lanner import InvalidName, MalformedArgument
+from lanner.checks import names
 
 
 @pytest.mark.parametrize("name", ["a", "default", "high-priority", "q_1", "A" + "b" * 63])

@@ -1,4 +1,4 @@
-"""The publish options are written once (`lanner.messages`): the keyword arguments that
+"""The publish options are written once (`lanner.prepared`): the keyword arguments that
 `App.publish`, `task.options` and `@app.task` take, and the values they make, stay in step."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import lanner
 from lanner.flow import FlowOptions
-from lanner.messages import FlowArguments, PublishArguments, PublishOptions
+from lanner.prepared import FlowArguments, PublishArguments, PublishOptions
 from lanner.taskfunction import TaskArguments, TaskOptions
 
 

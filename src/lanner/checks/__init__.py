@@ -9,7 +9,7 @@ blocking pop reads it again on each try. Records are NamedTuples: put_many and p
 paths, and a frozen dataclass takes several times as long to build.
 
 Commands of one argument check it with `names.label` or `names.queue_name` directly; the
-value rules behind every check are in `lanner.values`. The checkers sit by the contract's
+value rules behind every check are in `lanner.checks.values`. The checkers sit by the contract's
 nouns, as `lanner.engine` does, and are all re-exported here (callers write `checks.put`):
 
 - `work`: put, put_many, requeue, pop, peek, heartbeat(s), complete(_many), release, fail,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from typing import Final, NamedTuple
 
+from lanner.checks.names import label
+from lanner.checks.values import delay as due_in
+from lanner.checks.values import integer, lease
 from lanner.errors import MalformedArgument
-from lanner.names import label
 from lanner.records import ConfigValue
-from lanner.values import delay as due_in
-from lanner.values import integer, lease
 
 
 def config_key(key: object) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from lanner.checks.names import label
 from lanner.errors import MalformedArgument
 from lanner.limits import (
     MAX_CONCURRENCY_PER_KEY,
@@ -15,7 +16,6 @@ from lanner.limits import (
     MAX_RATE_LIMITS_PER_JOB,
     MAX_RATE_PERIOD_SEC,
 )
-from lanner.names import label
 from lanner.records import Flow, RateLimit
 
 

@@ -9,10 +9,10 @@ import math
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from lanner.checks.names import label, labels, unique_labels
+from lanner.checks.values import integer, now, seconds, timestamp
 from lanner.errors import MalformedArgument
 from lanner.job import MAX_PROGRESS_MESSAGE, PROGRESS_ENTRY
-from lanner.names import label, labels, unique_labels
-from lanner.values import integer, now, seconds, timestamp
 
 
 # -- managing jobs ------------------------------------------------------------------------

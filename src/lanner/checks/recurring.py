@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
+from lanner.checks.names import label, queue_name, unique_labels
+from lanner.checks.values import delay, integer, interval, json_text, now
 from lanner.errors import MalformedArgument
-from lanner.names import label, queue_name, unique_labels
-from lanner.values import delay, integer, interval, json_text, now
 
 RECUR_FIELDS: Final = ("priority", "interval", "retries", "data", "klass", "queue", "backlog")
 """What `recur_update` can change."""

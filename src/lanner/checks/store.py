@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Final, NamedTuple
 
+from lanner.checks.names import label, queue_name, queue_names, sequence
+from lanner.checks.values import integer, now, timestamp
 from lanner.errors import MalformedArgument
-from lanner.names import label, queue_name, queue_names, sequence
-from lanner.values import integer, now, timestamp
 
 LISTABLE_STATES: Final = ("complete", "waiting", "running", "stalled", "scheduled", "depends")
 """The states `jobs()` lists (and `recurring`, for templates)."""

@@ -10,11 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
 from lanner.checks.flow import flow as check_flow
-from lanner.errors import MalformedArgument
-from lanner.names import label, queue_name, sequence, unique_labels
-from lanner.records import IF_EXISTS, NewJob
-from lanner.values import delay as due_in
-from lanner.values import (
+from lanner.checks.names import label, queue_name, sequence, unique_labels
+from lanner.checks.values import delay as due_in
+from lanner.checks.values import (
     integer,
     json_text,
     message,
@@ -24,6 +22,8 @@ from lanner.values import (
     timestamp,
     worker_or_anyone,
 )
+from lanner.errors import MalformedArgument
+from lanner.records import IF_EXISTS, NewJob
 
 
 # -- putting work -------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from lanner.commands.bounded import BoundedInt
 from lanner.commands.rendering import groups_table
 from lanner.job import Job
 from lanner.limits import MAX_PROCESSES
-from lanner.messages import Message, PublishOptions
+from lanner.prepared import Message, PublishOptions
 from lanner.settings import Settings
 from lanner.worker import logs
 

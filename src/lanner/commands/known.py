@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 import click
 
-from lanner import names
+from lanner.checks import names
 from lanner.engine import Capability
 from lanner.errors import Unsupported
 

@@ -13,10 +13,10 @@ from typing import Any, Final
 import click
 from rich.console import Console
 
+from lanner.checks.values import strict_json
 from lanner.commands.common import connection_options, session
 from lanner.errors import MalformedArgument
 from lanner.task import find_task
-from lanner.values import strict_json
 
 __all__ = ["COMMANDS"]
 

@@ -39,7 +39,7 @@ from lanner.instruments import Instrument, Run
 
 if TYPE_CHECKING:
     from lanner.app import App
-    from lanner.messages import Message
+    from lanner.prepared import Message
 
 __all__ = ["Tracing", "instrument"]
 

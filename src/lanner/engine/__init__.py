@@ -6,7 +6,7 @@ method takes `now` (a Unix time in seconds) so that tests can drive the clock; `
 means the current time. The methods here are the same for every engine: they check their
 arguments (`lanner.checks`), refuse with `Unsupported` a command whose capability the
 engine lacks (never a silent no-op), answer what needs no store (an empty list of jids),
-and call the engine's hook for the command (`lanner.hooks`).
+and call the engine's hook for the command (`lanner.engine.interface`).
 
 `Engine` is assembled here from one part per noun of the contract:
 

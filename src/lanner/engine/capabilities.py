@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from lanner.engine.interface import EngineHooks
 from lanner.errors import Unsupported
-from lanner.hooks import EngineHooks
 
 
 class Capability(StrEnum):

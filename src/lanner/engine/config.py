@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from lanner import checks, names, values
+from lanner import checks
+from lanner.checks import names, values
 from lanner.engine.capabilities import Capability, Commands
 from lanner.records import ConfigValue
 

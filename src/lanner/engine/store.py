@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lanner import checks, names, values
+from lanner import checks
+from lanner.checks import names, values
 from lanner.engine.capabilities import Capability, Commands
 from lanner.events import EventStream
 from lanner.records import (

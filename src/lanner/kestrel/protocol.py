@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
-from lanner import names
+from lanner.checks import names
 from lanner.errors import InvalidName
 
 MAX_LINE: Final = 2048

@@ -14,10 +14,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from lanner.checks.names import label, queue_name
 from lanner.engine import Engine
 from lanner.errors import InvalidState, JobNotFound
 from lanner.job import JobState
-from lanner.names import label, queue_name
 from lanner.operations import retry_failed
 from lanner.web.security import SESSION_COOKIE, Guard, same_origin
 

@@ -12,9 +12,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from lanner.checks.names import label, queue_name
 from lanner.engine import Capability, Engine
 from lanner.errors import MalformedArgument
-from lanner.names import label, queue_name
 from lanner.progress import of as progress_of
 from lanner.web import charts, graphs, reads
 from lanner.web.rendering import render

@@ -4,10 +4,11 @@ A task runs in the main thread of its worker process. `running(time_limit)` arms
 for the task's time limit: when it fires, the handler raises `TimeLimitExceeded` inside the
 task. `stop(jid, error)`, called from another thread (the keeper, when it learns the job was
 cancelled or its lock lost), sends SIGALRM at once with `error` to raise instead, if that
-job's task is still the one running; an alarm that arrives once it is not is ignored. An async
-task is not interrupted mid-statement: its asyncio task is cancelled (`lanner.aio` says
-how), and the error is raised where it awaits. A task that ignores all this, stuck in C
-code or catching the error, is killed by the pool's supervisor.
+job's task is still the one running; an alarm that arrives once it is not is ignored. An
+async task is not interrupted mid-statement: its asyncio task is cancelled
+(`lanner.inprocess.coroutines` says how), and the error is raised where it awaits. A task
+that ignores all this, stuck in C code or catching the error, is killed by the pool's
+supervisor.
 
 Only the main thread of a process receives signals: in any other thread (a test draining
 queues, say) there is no interruption. The handler is installed once per process; each

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from lanner.errors import MalformedArgument
-from lanner.messages import PublishOptions
+from lanner.prepared import PublishOptions
 
 if TYPE_CHECKING:
     from lanner.app import App

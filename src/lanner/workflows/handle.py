@@ -20,7 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lanner import instruments, names
+from lanner import instruments
+from lanner.checks import names
 from lanner.engine import Capability, Engine
 from lanner.errors import ChubbyTaskException, JobNotFound, PayloadTooLarge, Unsupported
 from lanner.handle import JobHandle
@@ -30,7 +31,7 @@ from lanner.workflows.plan import Plan, Tree, expand, flatten, job_id, plan
 
 if TYPE_CHECKING:
     from lanner.app import App
-    from lanner.messages import Message
+    from lanner.prepared import Message
     from lanner.workflows.canvas import Canvas
 
 
@@ -187,7 +188,7 @@ def publish(canvas: Canvas) -> WorkflowHandle:
 def _run_eagerly(planned: Plan) -> WorkflowHandle:
     """Eager mode: every job runs now, in put order, parents' results read from the jobs
     just settled in this process."""
-    from lanner.eager import run_eagerly
+    from lanner.inprocess.eager import run_eagerly
 
     settled: dict[str, JobHandle] = {}
     jobs: dict[str, Job] = {}

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from lanner.errors import MalformedArgument
 from lanner.job import CASCADE_TAG
-from lanner.messages import Message, PublishOptions
+from lanner.prepared import Message, PublishOptions
 from lanner.records import NewJob
 from lanner.workflows.canvas import Canvas, Chain, Chord, Group, Signature
 

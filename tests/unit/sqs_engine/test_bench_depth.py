@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lanner.bench.depth import run_depth_bench
+from lanner.tools.bench.depth import run_depth_bench
 
 
 def test_bench_depth_counts_sqs_requests_per_step(sqs_fresh_url: str) -> None:

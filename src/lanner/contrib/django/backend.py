@@ -35,14 +35,14 @@ import os
 import time
 from typing import Any
 
-from lanner import names
 from lanner.app import App
+from lanner.checks import names
 from lanner.contrib.django import compat
 from lanner.contrib.django.results import relayed_result, task_result
 from lanner.contrib.django.tasks import lanner_task_for
 from lanner.engines import sqlite_path
 from lanner.errors import InvalidName, MalformedArgument
-from lanner.messages import Message, PublishOptions
+from lanner.prepared import Message, PublishOptions
 from lanner.queues import QueueConfig
 
 

@@ -19,7 +19,6 @@ from dataclasses import replace
 
 from lanner import checks
 from lanner.engine import Capability, Engine
-from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import (
     eventlog,
     fanout,
@@ -31,6 +30,7 @@ from lanner.engines.sqlite import (
     queues,
     recurring,
     rows,
+    settings,
     stats,
     tags,
     within,

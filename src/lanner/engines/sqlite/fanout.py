@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from lanner import names
+from lanner.checks import names
 from lanner.records import NewJob
 
 

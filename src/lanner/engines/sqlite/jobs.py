@@ -10,8 +10,7 @@ import json
 import sqlite3
 
 from lanner import checks
-from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import eventlog, flow, put, stats
+from lanner.engines.sqlite import eventlog, flow, put, settings, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, event, json_list
 from lanner.errors import InvalidState, JobNotFound, LockLost
 from lanner.job import CASCADE_TAG, DEPENDENCY_FAILED_GROUP, JobState

@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, Literal, NamedTuple
 
-from lanner.engines.sqlite import config as settings
 from lanner.engines.sqlite import jobs as job_rows
+from lanner.engines.sqlite import settings
 from lanner.engines.sqlite.put import utf8_size
 from lanner.engines.sqlite.rows import json_list
 from lanner.errors import PayloadTooLarge, QueueFull

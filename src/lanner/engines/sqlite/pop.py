@@ -14,8 +14,17 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Mapping
 
-from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import eventlog, fanout, flow, jobs, limits, recurring, rows, stats
+from lanner.engines.sqlite import (
+    eventlog,
+    fanout,
+    flow,
+    jobs,
+    limits,
+    recurring,
+    rows,
+    settings,
+    stats,
+)
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.job import Job
 

@@ -15,8 +15,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence, Set
 from typing import Any, Final, NamedTuple
 
-from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import eventlog, stats
+from lanner.engines.sqlite import eventlog, settings, stats
 from lanner.engines.sqlite.rows import APPEND_HISTORY, json_list, put_event
 from lanner.errors import InvalidState
 from lanner.job import JobState

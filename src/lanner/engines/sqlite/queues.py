@@ -10,8 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 from lanner import checks
-from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import put, rows
+from lanner.engines.sqlite import put, rows, settings
 from lanner.engines.sqlite.rows import JOB_COLUMNS
 from lanner.records import JobPage, NewJob, QueueCounts
 

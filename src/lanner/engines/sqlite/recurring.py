@@ -12,8 +12,7 @@ import sqlite3
 from typing import Final
 
 from lanner import checks
-from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import put
+from lanner.engines.sqlite import put, settings
 from lanner.engines.sqlite.rows import json_list
 from lanner.errors import JobNotFound
 from lanner.records import NewJob, RecurringJob

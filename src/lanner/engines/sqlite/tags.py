@@ -10,8 +10,7 @@ import json
 import sqlite3
 
 from lanner import checks
-from lanner.engines.sqlite import config as settings
-from lanner.engines.sqlite import eventlog, rows
+from lanner.engines.sqlite import eventlog, rows, settings
 from lanner.engines.sqlite.rows import APPEND_HISTORY, JOB_COLUMNS, event, json_list
 from lanner.errors import JobNotFound
 from lanner.job import PROGRESS_ENTRY, Job

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from lanner.engines.sqlite import config as settings
+from lanner.engines.sqlite import settings
 from lanner.records import WorkerCounts, WorkerJobs
 
 

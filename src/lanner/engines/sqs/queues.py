@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Final
 
+from lanner.checks.names import queue_name
 from lanner.engines.sqs.connection import (
     SQS_NAME_LIMIT,
     QueueMissing,
@@ -24,7 +25,6 @@ from lanner.engines.sqs.connection import (
     SQSRefused,
 )
 from lanner.errors import InvalidName
-from lanner.names import queue_name
 
 RETENTION_SEC: Final = 1_209_600
 """SQS's longest MessageRetentionPeriod (14 days), given to every queue the engine creates:
