@@ -4,6 +4,7 @@ job run in-process by `drain` through the worker loop; eager mode; SQS refusing 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,22 @@ def test_publish_is_one_put_of_every_job(store: App) -> None:
     assert (counts.waiting, counts.depends) == (20, 1)
     assert len(handle.graph()) == 21
     assert handle.graph()[-1][2] == tuple(handle.jids[:20])
+
+
+def test_the_collector_is_as_it_was_after_a_publish(store: App) -> None:
+    # Held off while the jobs are built and put (lanner.workflows.handle), never left off,
+    # nor turned on for a program that turned it off.
+    lanner.chord([add.s(i) for i in range(3)], tsum.s()).delay()
+    assert gc.isenabled()
+    with pytest.raises(lanner.ChubbyTaskException):
+        lanner.group(add.s(1), add.s("x" * (store.engine.max_data_bytes + 1))).delay()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lanner.chain(add.s(1), add.s()).delay()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_async_publish_and_result(store: App) -> None:
