@@ -253,6 +253,18 @@ def test_signatures_refuse_what_a_workflow_decides() -> None:
         lanner.group([]).delay()
 
 
+def test_set_changes_options_and_keeps_the_rest() -> None:
+    sig = add.si(1, 2).set(queue="math", retries=2)
+    assert (sig.options.queue, sig.options.retries, sig.args, sig.immutable) == (
+        "math", 2, (1, 2), True,
+    )  # fmt: skip
+    assert sig.set(priority=5).options.queue == "math"
+    with pytest.raises(TypeError):
+        sig.set(colour="red")
+    with pytest.raises(lanner.MalformedArgument, match="depends"):
+        sig.set(depends=["x"])
+
+
 def test_sqs_refuses_a_workflow_that_waits(sqs_fresh_url: str) -> None:
     sqs = App(sqs_fresh_url)
 
