@@ -293,6 +293,15 @@ def test_put_many_applies_per_job_options(engine: Engine) -> None:
     assert (two.queue, two.klass, two.retries) == ("b", "Other", 3)
 
 
+@pytest.mark.requires(Capability.LOOKUP)
+def test_put_many_takes_names_that_spell_an_option_value(engine: Engine) -> None:
+    # "move" is if_exists's default: a queue, jid or task of that name is a name like any
+    # (Redis once left out every field that read "move", refusing the job).
+    assert engine.put_many([NewJob("move", "move", "move")], now=T0) == ["move"]
+    (job,) = engine.multiget(["move"], now=T0)
+    assert (job.queue, job.klass) == ("move", "move")
+
+
 def test_put_many_of_nothing_returns_an_empty_list(engine: Engine) -> None:
     assert engine.put_many([], now=T0) == []
 

@@ -4,6 +4,7 @@ job run in-process by `drain` through the worker loop; eager mode; SQS refusing 
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,22 @@ def test_publish_is_one_put_of_every_job(store: App) -> None:
     assert handle.graph()[-1][2] == tuple(handle.jids[:20])
 
 
+def test_the_collector_is_as_it_was_after_a_publish(store: App) -> None:
+    # Held off while the jobs are built and put (lanner.workflows.handle), never left off,
+    # nor turned on for a program that turned it off.
+    lanner.chord([add.s(i) for i in range(3)], tsum.s()).delay()
+    assert gc.isenabled()
+    with pytest.raises(lanner.ChubbyTaskException):
+        lanner.group(add.s(1), add.s("x" * (store.engine.max_data_bytes + 1))).delay()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        lanner.chain(add.s(1), add.s()).delay()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_async_publish_and_result(store: App) -> None:
     async def publish() -> lanner.WorkflowHandle:
         return await lanner.chain(add.s(1, 1), adouble.s()).adelay()
@@ -234,6 +251,18 @@ def test_signatures_refuse_what_a_workflow_decides() -> None:
         lanner.chain(add.s(1), 3)  # type: ignore[arg-type]
     with pytest.raises(lanner.MalformedArgument, match="at least one task"):
         lanner.group([]).delay()
+
+
+def test_set_changes_options_and_keeps_the_rest() -> None:
+    sig = add.si(1, 2).set(queue="math", retries=2)
+    assert (sig.options.queue, sig.options.retries, sig.args, sig.immutable) == (
+        "math", 2, (1, 2), True,
+    )  # fmt: skip
+    assert sig.set(priority=5).options.queue == "math"
+    with pytest.raises(TypeError):
+        sig.set(colour="red")
+    with pytest.raises(lanner.MalformedArgument, match="depends"):
+        sig.set(depends=["x"])
 
 
 def test_sqs_refuses_a_workflow_that_waits(sqs_fresh_url: str) -> None:

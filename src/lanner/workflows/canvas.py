@@ -90,7 +90,11 @@ class Signature(Canvas):
     def set(self, **options: Any) -> Signature:
         """The same signature with publish options changed (queue, priority, delay, tags,
         retries), as Celery's `sig.set(...)`."""
-        return replace(self, options=replace(self.options, **options))
+        changed = replace(self.options, **options)  # names an unknown option: TypeError
+        # Built whole (one dataclasses.replace is 10 µs; a chord's header may be 10,000).
+        return type(self)(
+            self.task, self.app, self.args, self.kwargs, changed, self.app_data, self.immutable
+        )
 
     def signatures(self) -> list[Signature]:
         return [self]

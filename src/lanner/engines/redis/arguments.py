@@ -15,6 +15,8 @@ from lanner.records import NewJob
 
 Arg = str | int | float
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
 
 def text(value: Arg) -> str:
     """An argument as the core reads it: floats with full precision."""
@@ -49,14 +51,28 @@ def put(job: NewJob, worker: str) -> list[Arg]:
 
 def put_many(jobs: Sequence[NewJob]) -> str:
     """`lanner.put_many`'s one argument: the jobs as JSON objects, defaults left out."""
-    objects = [
-        {k: v for k, v in job._asdict().items() if v is not None and v != "move"} for job in jobs
-    ]
-    if any(job.flow is not None for job in jobs):
-        for job, spec in zip(jobs, objects, strict=True):
-            if job.flow is not None:
-                spec["flow"] = job.flow.encoded()
-    return json.dumps(objects, separators=(",", ":"))
+    objects = []
+    for job in jobs:  # each field by name: 10,000 jobs in a large chord's one put
+        spec: dict[str, object] = {
+            "queue": job.queue, "jid": job.jid, "klass": job.klass, "data": job.data,
+            "delay": job.delay,
+        }  # fmt: skip
+        if job.priority is not None:
+            spec["priority"] = job.priority
+        if job.tags is not None:
+            spec["tags"] = job.tags
+        if job.retries is not None:
+            spec["retries"] = job.retries
+        if job.depends is not None:
+            spec["depends"] = job.depends
+        if job.if_exists != "move":
+            spec["if_exists"] = job.if_exists
+        if job.expires_at is not None:
+            spec["expires_at"] = job.expires_at
+        if job.flow is not None:
+            spec["flow"] = job.flow.encoded()
+        objects.append(spec)
+    return _COMPACT.encode(objects)
 
 
 def complete(command: checks.Complete) -> list[Arg]:

@@ -15,6 +15,7 @@ of every parent), and timed.
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import threading
@@ -54,10 +55,12 @@ class ChordBenchResult:
     parents: int
     rounds: int
     publish_s: list[float]
+    publish_cpu_s: list[float]  # this process's CPU during the publish
     last_complete_ms: list[float]  # the last parent's completion, which released the callback
     ready_ms: list[float]  # from its start to a blocked pop's answer: the callback
     inputs_ms: list[float]  # the callback's admission: every parent's result read
     machine: MachineInfo
+    load: tuple[float, float, float]  # the load average at the end (1, 5, 15 minutes)
 
     def to_json(self) -> dict[str, Any]:
         def median(values: list[float]) -> float:
@@ -68,16 +71,19 @@ class ChordBenchResult:
             "parents": self.parents,
             "rounds": self.rounds,
             "publish_s": median(self.publish_s),
+            "publish_cpu_s": median(self.publish_cpu_s),
             "last_complete_ms": median(self.last_complete_ms),
             "ready_ms": median(self.ready_ms),
             "inputs_ms": median(self.inputs_ms),
             "samples": {
                 "publish_s": self.publish_s,
+                "publish_cpu_s": self.publish_cpu_s,
                 "last_complete_ms": self.last_complete_ms,
                 "ready_ms": self.ready_ms,
                 "inputs_ms": self.inputs_ms,
             },
             "machine": self.machine.to_json(),
+            "load": list(self.load),
         }
 
 
@@ -85,6 +91,7 @@ def run_chord_benchmark(
     url: str | None, parents: int, rounds: int, progress: BenchProgress
 ) -> ChordBenchResult:
     publish: list[float] = []
+    publish_cpu: list[float] = []
     last: list[float] = []
     ready: list[float] = []
     reads: list[float] = []
@@ -93,8 +100,9 @@ def run_chord_benchmark(
         try:
             progress.phase(f"chords of {parents:,} parents", rounds)
             for number in range(rounds):
-                seconds, last_ms, ready_ms, inputs_ms = _round(app, f"chord-{number}", parents)
+                seconds, cpu, last_ms, ready_ms, inputs_ms = _round(app, f"chord-{number}", parents)
                 publish.append(seconds)
+                publish_cpu.append(cpu)
                 last.append(last_ms)
                 ready.append(ready_ms)
                 reads.append(inputs_ms)
@@ -102,17 +110,19 @@ def run_chord_benchmark(
         finally:
             app.close()
     return ChordBenchResult(
-        store, parents, rounds, publish, last, ready, reads, MachineInfo.current()
-    )
+        store, parents, rounds, publish, publish_cpu, last, ready, reads, MachineInfo.current(),
+        os.getloadavg(),
+    )  # fmt: skip
 
 
-def _round(app: App, queue: str, parents: int) -> tuple[float, float, float, float]:
+def _round(app: App, queue: str, parents: int) -> tuple[float, float, float, float, float]:
     engine = app.engine
     options = {"queue": queue, "retries": 0}
     header = [Signature(ChordNoop, app, (i,)).set(**options) for i in range(parents)]
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     handle = chord(header, Signature(ChordCount, app).set(**options)).delay()
     published = time.perf_counter() - started
+    publish_cpu = time.process_time() - cpu_started
     callback = handle.jids[-1]
     done = 0
     while done < parents - 1:  # all but the last parent, in worker-sized batches
@@ -154,7 +164,7 @@ def _round(app: App, queue: str, parents: int) -> tuple[float, float, float, flo
     engine.complete(callback, "bench-2", queue, result=str(len(results)))
     if handle.state() != JobState.COMPLETE:
         raise BenchError(f"{queue}: the chord did not complete")
-    return published, last_ms, ready_ms, inputs_ms
+    return published, publish_cpu, last_ms, ready_ms, inputs_ms
 
 
 def _check_parents(queue: str, jobs: list[Job], callback: str) -> None:

@@ -42,6 +42,7 @@ def chord_command(url: str | None, parents: int, rounds: int, as_json: bool) -> 
     table.add_column("max", justify="right")
     rows = [
         ("publish (one put_many)", result.publish_s, 1000.0),
+        ("publish: this process's CPU", result.publish_cpu_s, 1000.0),
         ("last parent's completion (releases the callback)", result.last_complete_ms, 1.0),
         ("callback given to a waiting pop, from that completion's start", result.ready_ms, 1.0),
         ("callback's inputs read (every parent's result)", result.inputs_ms, 1.0),
@@ -50,7 +51,8 @@ def chord_command(url: str | None, parents: int, rounds: int, as_json: bool) -> 
         table.add_row(label, f"{statistics.median(values) * to_ms:,.1f} ms",
                       f"{max(values) * to_ms:,.1f} ms")  # fmt: skip
     Console().print(table)
-    Console().print(f"engine: {result.url}", style="dim")
+    load = ", ".join(f"{value:.1f}" for value in result.load)
+    Console().print(f"engine: {result.url}; load average {load}", style="dim")
 
 
 @click.command("chord-chaos")
