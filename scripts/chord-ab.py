@@ -27,7 +27,7 @@ FIGURES = ("wall", "cpu", "server")
 
 def child(url: str, publishes: int, parents: int) -> None:
     from lanner.app import App
-    from lanner.bench.chord import ChordCount, ChordNoop
+    from lanner.tools.bench.chord import ChordCount, ChordNoop
     from lanner.settings import Settings
     from lanner.workflows.canvas import Signature, chord
 
