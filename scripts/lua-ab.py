@@ -11,6 +11,7 @@ Usage: python scripts/lua-ab.py SRC_A SRC_B PORT [PAIRS]
 import hashlib
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -20,11 +21,18 @@ import redis
 FILES = ["layout.lua", "base.lua", "config.lua", "events.lua", "stats.lua", "worker.lua",
          "job.lua", "queue.lua", "recurring.lua", "limits.lua", "lanner.lua"]
 
+def files(src_root, folder):
+    """The checkout's SCRIPT_FILES (read from its script.py), or FILES for older ones."""
+    found = re.search(r"SCRIPT_FILES[^=]*= \(([^)]*)\)", open(f"{src_root}/lanner/engines/redis/script.py").read())
+    if found:
+        return re.findall(r'"([^"]+)"', found.group(1))
+    return FILES + (["cluster.lua"] if os.path.exists(f"{folder}/cluster.lua") else []) + ["api.lua"]
+
+
 def library(src_root):
     """The function library of a checkout's Lua sources, named by its content."""
     folder = f"{src_root}/lanner/engines/redis/lua"
-    names = FILES + (["cluster.lua"] if os.path.exists(f"{folder}/cluster.lua") else [])
-    text = "".join(open(f"{folder}/{n}").read().rstrip("\n") + "\n" for n in [*names, "api.lua"])
+    text = "".join(open(f"{folder}/{n}").read().rstrip("\n") + "\n" for n in files(src_root, folder))
     entry = "return main(KEYS, ARGV)\n"
     assert text.endswith(entry)
     name = "ab_" + hashlib.sha1(text.encode()).hexdigest()[:12]

@@ -23,7 +23,7 @@
 local NOTIFY_CAP = 256
 
 -- Tokens are counted during the call and pushed by Lanner.flush when the
--- command ends (api.lua), one RPUSH per queue: nobody can BLPOP the list
+-- command ends (api_lanner.lua), one RPUSH per queue: nobody can BLPOP the list
 -- while the script runs, and the list ends up the same (at most NOTIFY_CAP
 -- tokens) as pushing them one by one.
 local pending_tokens, pending_queues

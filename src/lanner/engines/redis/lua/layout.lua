@@ -3,8 +3,9 @@
 -------------------------------------------------------------------------------
 -- Assembled by lanner.engines.redis.script.build_script() from, in order:
 -- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
--- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, flow.lua, lanner.lua,
--- cluster.lua, api.lua.
+-- worker.lua, job.lua, job_commands.lua, queue.lua, put.lua, pop.lua, queues.lua,
+-- recurring.lua, limits.lua, flow.lua, lanner.lua, cluster.lua, api.lua,
+-- api_lanner.lua.
 --
 -- CALLING CONVENTION
 --   EVALSHA <sha> 0 <command> <now> <arg>...
