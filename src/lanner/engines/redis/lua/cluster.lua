@@ -67,7 +67,9 @@ end
 -- taken back here), and announces none: the advance was.
 function Move.complete_out(now, target, jid, worker, queue, data, next_queue, delay)
   local state = Job.complete(now, jid, worker, queue, data, { next = next_queue, delay = delay })
-  redis.call('rpop', Keys.history(jid))
+  local entries = Job.history_lines(jid)
+  entries[#entries] = nil
+  Job.rewrite_history(jid, entries)
   Move.out(now, target, jid, nil, recreated(Job.load(jid), next_queue, delay))
   redis.call('hset', Keys.job(jid), 'lanner_move_quiet', '1')
   return state
@@ -81,7 +83,7 @@ function Move.pending(jid)
   if found[1] ~= 'moving' then
     return nil
   end
-  local history = redis.call('lrange', Keys.history(jid), 0, -1)
+  local history = Job.history_lines(jid)
   local tracked = redis.call('zscore', Keys.tracked, jid) and 1 or 0
   return { found[2], found[3], cjson.encode(history), tracked, found[4] and 1 or 0 }
 end
@@ -100,15 +102,14 @@ end
 -- After the put of lanner.move_in: the history from before the move comes
 -- first, and a tracked job stays tracked.
 function Move.restore(now, jid, history, tracked)
-  local key = Keys.history(jid)
-  local added = redis.call('lrange', key, 0, -1)
-  redis.call('del', key)
+  local entries = {}
   for _, entry in ipairs(history) do
-    redis.call('rpush', key, entry)
+    entries[#entries + 1] = entry
   end
-  for _, entry in ipairs(added) do
-    redis.call('rpush', key, entry)
+  for _, entry in ipairs(Job.history_lines(jid)) do
+    entries[#entries + 1] = entry
   end
+  Job.rewrite_history(jid, entries)
   if tracked then
     redis.call('zadd', Keys.tracked, now, jid)
   end

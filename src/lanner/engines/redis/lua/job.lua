@@ -2,7 +2,7 @@
 -- job.lua: the job record (loading, history, tags, leaving a place, dependencies,
 -- retention). The commands that act on one job are job_commands.lua's.
 -------------------------------------------------------------------------------
--- A job is the hash ql:j:<jid> plus three side keys: its history list and its
+-- A job is the hash ql:j:<jid> (its history included) plus two side keys: its
 -- dependency / dependent sets. Which queue set holds it follows its state
 -- (see the header); every state change below moves it between those sets and
 -- rewrites `state` in the same call, which is what keeps them consistent.
@@ -106,27 +106,91 @@ end
 -------------------------------------------------------------------------------
 -- History
 -------------------------------------------------------------------------------
--- Each entry is a JSON object {what, when, ...} in the list ql:j:<jid>-history.
--- The list is capped at max-job-history, always keeping the first entry (how
--- the job came to exist) and dropping the oldest of the rest.
-function Job.record(now, jid, what, extra)
+-- Each entry is a JSON object {what, when, ...}, kept in the job's hash: the
+-- field `history` holds them one a line (cjson escapes the newlines of
+-- strings, so a line is an entry). One field, not a list of its own: a key
+-- per job costs about 250 bytes more in Redis and a call more per put, and a
+-- new job's one entry keeps the hash small enough for Redis' compact
+-- encoding. A job stored by an older script has the list ql:j:<jid>-history
+-- instead, read as is and moved into the field by the next entry written.
+-- The history is capped at max-job-history, always keeping the first entry
+-- (how the job came to exist) and dropping the oldest of the rest.
+
+-- The stored entries as text (nil: none), and whether some are in the list:
+-- the field's, then the list's (where a process of an older lanner sharing
+-- the store, during an upgrade, adds the entries of a job stored by this one).
+local function stored_history(jid)
+  local text = present(redis.call('hget', Keys.job(jid), 'history'))
+  local listed = redis.call('lrange', Keys.history(jid), 0, -1)
+  if #listed == 0 then
+    return text, false
+  end
+  listed = table.concat(listed, '\n')
+  return text and (text .. '\n' .. listed) or listed, true
+end
+
+local function lines(text)
+  local entries = {}
+  if text ~= nil then
+    for line in string.gmatch(text, '[^\n]+') do
+      entries[#entries + 1] = line
+    end
+  end
+  return entries
+end
+
+-- The shortest entry, '{"what":"","when":0}', and its newline are 21 bytes:
+-- n entries take at least 21 n - 1, so a text of at most 21 * cap bytes
+-- holds no more than the cap, and is not split to count.
+local SHORTEST_ENTRY = 21
+
+local function store_history(jid, text, listed)
+  local limit = math.max(1, math.floor(Config.number('max-job-history', 100)))
+  if #text > SHORTEST_ENTRY * limit then
+    local entries = lines(text)
+    if #entries > limit then
+      text = entries[1]
+      if limit > 1 then
+        text = text .. '\n' .. table.concat(entries, '\n', #entries - limit + 2)
+      end
+    end
+  end
+  redis.call('hset', Keys.job(jid), 'history', text)
+  if listed then
+    redis.call('del', Keys.history(jid))
+  end
+end
+
+-- One entry's text: what Job.record stores (put stores a new job's first
+-- entry itself, with the rest of its hash).
+function Job.entry(now, what, extra)
   local entry = extra or {}
   entry.what = what
   entry.when = now
-  local key = Keys.history(jid)
-  local length = redis.call('rpush', key, cjson.encode(entry))
-  local limit = math.max(1, Config.number('max-job-history', 100))
-  if length > limit then
-    local first = redis.call('lindex', key, 0)
-    redis.call('ltrim', key, length - limit + 1, -1)
-    redis.call('lpush', key, first)
-  end
+  return cjson.encode(entry)
+end
+
+function Job.record(now, jid, what, extra)
+  local line = Job.entry(now, what, extra)
+  local text, listed = stored_history(jid)
+  store_history(jid, text and (text .. '\n' .. line) or line, listed)
+end
+
+-- The entries' texts, oldest first.
+function Job.history_lines(jid)
+  return lines((stored_history(jid)))
+end
+
+-- Replace the history with `entries` (texts, oldest first; at least one).
+function Job.rewrite_history(jid, entries)
+  local _, listed = stored_history(jid)
+  store_history(jid, table.concat(entries, '\n'), listed)
 end
 
 function Job.history(jid)
   local entries = {}
-  for index, text in ipairs(redis.call('lrange', Keys.history(jid), 0, -1)) do
-    entries[index] = cjson.decode(text)
+  for index, line in ipairs(Job.history_lines(jid)) do
+    entries[index] = cjson.decode(line)
   end
   return entries
 end

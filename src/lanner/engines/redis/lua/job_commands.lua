@@ -256,11 +256,11 @@ function Job.log(now, jid, message, data)
     Job.record(now, jid, message, extra)
     return true
   end
-  local key = Keys.history(jid)
-  local last = redis.call('lindex', key, -1)
-  if last and redis.call('llen', key) > 1 and cjson.decode(last).what == 'progress' then
-    extra.what, extra.when = message, now
-    redis.call('lset', key, -1, cjson.encode(extra))
+  local entries = Job.history_lines(jid)
+  local last = entries[#entries]
+  if #entries > 1 and cjson.decode(last).what == 'progress' then
+    entries[#entries] = Job.entry(now, message, extra)
+    Job.rewrite_history(jid, entries)
   else
     Job.record(now, jid, message, extra)
   end

@@ -91,11 +91,16 @@
 --
 -- DATA LAYOUT (every key starts with ql:)
 --
---   ql:j:<jid>                    HASH   one job
---       jid, klass                the job's id and what code runs it
+--   ql:j:<jid>                    HASH   one job. A field whose value is its
+--                                 default is left out by a new job's put (so
+--                                 most queued jobs stay a small listpack):
+--                                 jid, worker, expires, priority and tags
+--       jid, klass                the job's id (stored by older scripts: the
+--                                 key names it) and what code runs it
 --       data                      JSON text, stored exactly as the client sent it
 --       priority                  number; higher pops first (default 0)
 --       tags                      JSON array of strings, in the order added
+--                                 (missing: none)
 --       state                     waiting | scheduled | depends | running |
 --                                 stalled | failed | complete
 --       queue                     its queue ('' once complete)
@@ -126,10 +131,15 @@
 --                                 instead of popped while waiting (put's
 --                                 expires_at, capped by <queue>-max-age)
 --       lanner_flow               lanner (FLOW): the job's flow, put's option
---   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
---                                 popped {worker}, done, failed {group[, worker]},
+--       history                   its history: JSON objects {what, when, ...},
+--                                 one a line, oldest first: put {q}, popped
+--                                 {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at
 --                                 max-job-history, the first entry always kept
+--   ql:j:<jid>-history            LIST   the history of a job stored by an older
+--                                 script (and entries such a script adds):
+--                                 read after the field's, moved into it by
+--                                 the next entry written
 --   ql:j:<jid>-dependencies       SET    jids this job waits for
 --   ql:j:<jid>-dependents         SET    jids waiting for this job
 --

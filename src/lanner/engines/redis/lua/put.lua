@@ -13,7 +13,8 @@
 -- takes a new sequence number unless `keep_seq` (a dependency release).
 -- `put` (from Queue.put) carries the hash fields the put writes, stored in the
 -- same HMSET, the job's priority, and whether it is known to wait for nothing
--- (`independent`); the put has already cleared `scheduled`.
+-- (`independent`), and a new job's history (its put entry, stored last); the
+-- put has already cleared `scheduled`.
 function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   local key = Keys.job(jid)
   local fields = put and put.fields or {}
@@ -47,6 +48,9 @@ function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   end
   if scheduled ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'scheduled', scheduled
+  end
+  if put ~= nil and put.history ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'history', put.history
   end
   redis.call('hmset', key, unpack(fields))
   if state == 'waiting' then
@@ -150,13 +154,30 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   -- leaves it, which gives back exactly this (lanner_size).
   local size = #data
   Limits.entered(queue, size)
-  -- lanner_size right after jid: a new hash keeps its fields in this order,
-  -- and HMGET finds those at the front soonest.
-  local fields = {
-    'jid', jid, 'lanner_size', size, 'klass', klass, 'data', data, 'priority', priority,
-    'tags', Json.array(tags), 'queue', queue, 'worker', '', 'expires', 0,
-    'retries', retries, 'remaining', retries,
-  }
+  -- A new hash keeps its fields in this order, and HMGET finds those at the
+  -- front soonest. A new job stores no field whose value is its default,
+  -- which Job.load and Job.object give back (jid: the key's; worker: '';
+  -- expires, priority: 0; tags: none; they read no other way in older
+  -- lanner versions either): fewer bytes, and
+  -- a hash small enough stays in Redis' compact encoding (listpack: at most
+  -- 128 fields of at most 64 bytes by default). A move overwrites what the
+  -- old job had.
+  local fields = { 'lanner_size', size, 'klass', klass, 'data', data }
+  if old ~= nil or priority ~= 0 then
+    fields[#fields + 1], fields[#fields + 2] = 'priority', priority
+  end
+  if old ~= nil or #tags > 0 then
+    fields[#fields + 1], fields[#fields + 2] = 'tags', Json.array(tags)
+  end
+  fields[#fields + 1], fields[#fields + 2] = 'queue', queue
+  if old ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'worker', ''
+    fields[#fields + 1], fields[#fields + 2] = 'expires', 0
+  end
+  fields[#fields + 1], fields[#fields + 2] = 'retries', retries
+  -- (`remaining` is stored even when equal to retries: a process of an older
+  -- lanner, sharing the store during an upgrade, pops a job by it.)
+  fields[#fields + 1], fields[#fields + 2] = 'remaining', retries
   if spawned_from ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'spawned_from_jid', spawned_from
   end
@@ -181,11 +202,17 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
     end
     redis.call('hdel', key, unpack(stale))
   end
-  Job.record(now, jid, 'put', { q = queue })
+  -- A new job's history is this one entry, stored with the rest of its hash.
+  local history
+  if old == nil then
+    history = Job.entry(now, 'put', { q = queue })
+  else
+    Job.record(now, jid, 'put', { q = queue })
+  end
   -- A new job given no dependencies has none (a job's sets go with its hash).
   local independent = old == nil and (options.depends == nil or #options.depends == 0)
   local state = Queue.enqueue(now, queue, jid, delay, false,
-    { fields = fields, priority = priority, independent = independent })
+    { fields = fields, priority = priority, independent = independent, history = history })
   if state == 'waiting' and options.flow ~= nil and string.find(options.flow, '"f":', 1, true) then
     flush_work(queue) -- FLOW's fairness may take it out of -work again
     if known_tails then
