@@ -44,7 +44,8 @@ def test_a_job_given_values_stores_them(engine: RedisEngine, redis_url: str) -> 
     with raw(redis_url) as client:
         assert client.hmget("ql:j:j1", "priority", "tags") == ["3", '["t"]']
     job = engine.get("j1", now=T0)
-    assert job is not None and (job.priority, job.tags) == (3, ("t",))
+    assert job is not None
+    assert (job.priority, job.tags) == (3, ("t",))
 
 
 def test_the_history_grows_in_the_field_and_is_capped(engine: RedisEngine, redis_url: str) -> None:
@@ -79,7 +80,8 @@ def test_a_job_stored_by_an_older_script_is_read_and_its_history_moved_on_write(
 ) -> None:
     store_as_older_script(redis_url, "old", "q")
     job = engine.get("old", now=T0)
-    assert job is not None and [e.what for e in job.history] == ["put"]
+    assert job is not None
+    assert [e.what for e in job.history] == ["put"]
     [popped] = engine.pop("q", "w", 1, now=T0 + 1)
     assert popped.jid == "old"
     assert [e.what for e in popped.history] == ["put", "popped"]
@@ -87,7 +89,8 @@ def test_a_job_stored_by_an_older_script_is_read_and_its_history_moved_on_write(
         assert client.exists("ql:j:old-history") == 0
     engine.complete("old", "w", "q", now=T0 + 2)
     done = engine.get("old", now=T0 + 2)
-    assert done is not None and [e.what for e in done.history] == ["put", "popped", "done"]
+    assert done is not None
+    assert [e.what for e in done.history] == ["put", "popped", "done"]
 
 
 def test_entries_an_older_script_adds_come_after_the_fields(
@@ -97,10 +100,12 @@ def test_entries_an_older_script_adds_come_after_the_fields(
     with raw(redis_url) as client:  # an older process logging to the list it knows
         client.rpush("ql:j:j1-history", json.dumps({"what": "older", "when": T0 + 1}))
     job = engine.get("j1", now=T0)
-    assert job is not None and [e.what for e in job.history] == ["put", "older"]
+    assert job is not None
+    assert [e.what for e in job.history] == ["put", "older"]
     engine.log("j1", "newer", now=T0 + 2)
     job = engine.get("j1", now=T0)
-    assert job is not None and [e.what for e in job.history] == ["put", "older", "newer"]
+    assert job is not None
+    assert [e.what for e in job.history] == ["put", "older", "newer"]
     with raw(redis_url) as client:
         assert client.exists("ql:j:j1-history") == 0
 

@@ -6,8 +6,8 @@ order, puts, pops, listings), recurring jobs, bounded and fanout queues, lanner'
 extensions, moves between Redis Cluster partitions, and the command table (qless's, then
 lanner's and the entry point). They are concatenated in the order of ``SCRIPT_FILES``
 (the split follows responsibilities only: the text is the same whole); every name in
-them is a Lua ``local``, so a file may only use what earlier files define. ``lua/layout.lua`` comes first: its comment block documents the
-keys and commands.
+them is a Lua ``local``, so a file may only use what earlier files define.
+``lua/layout.lua`` comes first: its comment block documents the keys and commands.
 
 The same source is delivered two ways, which differ only in their last line:
 
