@@ -1,10 +1,11 @@
-"""The job record in Redis: what a new job stores (no field at its default, its history in
-its hash), and jobs stored by an older script, read and carried on as they are.
+"""The job record in Redis: what a new job stores (no field at its default; its history, a
+lone put entry, short in its hash until the next entry), and jobs stored by an older
+script, read and carried on as they are.
 
-A process of an older lanner may share the store during an upgrade: it keeps a job's
-history in the list ql:j:<jid>-history and reads every field this version leaves out at
-its default. Both directions are checked here with records written as that version wrote
-them (the layout is in lua/layout.lua).
+A process of an older lanner may share the store during an upgrade: it reads every field
+this version leaves out at its default, and adds history entries to the list
+ql:j:<jid>-history. Records written as that version wrote them are checked here (the
+layout is in lua/layout.lua).
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ def test_a_new_job_stores_no_default_and_keeps_its_history_in_its_hash(
         assert client.exists("ql:j:j1-history") == 0
         # Small fields, few of them: Redis keeps the hash in its compact encoding.
         assert client.object("encoding", "ql:j:j1") == "listpack"
-        assert json.loads(client.hget("ql:j:j1", "history")) == {
-            "q": "q", "what": "put", "when": T0,
-        }  # fmt: skip
+        # Its lone put entry, short: the entry's q is the job's queue.
+        assert client.hget("ql:j:j1", "history") == "p1000"
     job = engine.get("j1", now=T0)
     assert job is not None
     assert (job.priority, job.tags, job.worker, job.expires) == (0, (), "", 0)
@@ -48,7 +48,9 @@ def test_a_job_given_values_stores_them(engine: RedisEngine, redis_url: str) -> 
     assert (job.priority, job.tags) == (3, ("t",))
 
 
-def test_the_history_grows_in_the_field_and_is_capped(engine: RedisEngine, redis_url: str) -> None:
+def test_the_next_entry_moves_the_put_entry_into_the_list(
+    engine: RedisEngine, redis_url: str
+) -> None:
     engine.config_set("max-job-history", 3, now=T0)
     engine.put("q", "j1", "Task", now=T0)
     for step in range(5):
@@ -57,8 +59,8 @@ def test_the_history_grows_in_the_field_and_is_capped(engine: RedisEngine, redis
     assert job is not None
     assert [e.what for e in job.history] == ["put", "step-3", "step-4"]
     with raw(redis_url) as client:
-        assert len(client.hget("ql:j:j1", "history").split("\n")) == 3
-        assert client.exists("ql:j:j1-history") == 0
+        assert client.hexists("ql:j:j1", "history") == 0
+        assert client.llen("ql:j:j1-history") == 3
 
 
 def store_as_older_script(redis_url: str, jid: str, queue: str) -> None:
@@ -75,7 +77,7 @@ def store_as_older_script(redis_url: str, jid: str, queue: str) -> None:
         client.hset(f"ql:lanner:usage:{queue}", mapping={"bytes": 2, "total": 1})
 
 
-def test_a_job_stored_by_an_older_script_is_read_and_its_history_moved_on_write(
+def test_a_job_stored_by_an_older_script_is_read_and_carried_on(
     engine: RedisEngine, redis_url: str
 ) -> None:
     store_as_older_script(redis_url, "old", "q")
@@ -86,14 +88,14 @@ def test_a_job_stored_by_an_older_script_is_read_and_its_history_moved_on_write(
     assert popped.jid == "old"
     assert [e.what for e in popped.history] == ["put", "popped"]
     with raw(redis_url) as client:
-        assert client.exists("ql:j:old-history") == 0
+        assert client.llen("ql:j:old-history") == 2
     engine.complete("old", "w", "q", now=T0 + 2)
     done = engine.get("old", now=T0 + 2)
     assert done is not None
     assert [e.what for e in done.history] == ["put", "popped", "done"]
 
 
-def test_entries_an_older_script_adds_come_after_the_fields(
+def test_entries_an_older_script_adds_come_after_the_put_entry(
     engine: RedisEngine, redis_url: str
 ) -> None:
     engine.put("q", "j1", "Task", now=T0)
@@ -107,7 +109,8 @@ def test_entries_an_older_script_adds_come_after_the_fields(
     assert job is not None
     assert [e.what for e in job.history] == ["put", "older", "newer"]
     with raw(redis_url) as client:
-        assert client.exists("ql:j:j1-history") == 0
+        assert client.hexists("ql:j:j1", "history") == 0
+        assert client.llen("ql:j:j1-history") == 3
 
 
 def test_a_moved_job_loses_the_values_it_had(engine: RedisEngine) -> None:
@@ -118,3 +121,14 @@ def test_a_moved_job_loses_the_values_it_had(engine: RedisEngine) -> None:
     assert job is not None
     assert (job.queue, job.priority, job.tags, job.worker, job.state) == ("r", 0, (), "", "waiting")
     assert [e.what for e in job.history] == ["put", "popped", "put"]
+
+
+def test_a_waiting_job_moved_keeps_its_first_entry_in_full(engine: RedisEngine) -> None:
+    engine.put("q", "j1", "Task", now=T0)
+    engine.put("r", "j1", "Task", now=T0 + 1)
+    job = engine.get("j1", now=T0 + 1)
+    assert job is not None
+    assert [(e.what, e.when, dict(e.details)) for e in job.history] == [
+        ("put", T0, {"q": "q"}),
+        ("put", T0 + 1, {"q": "r"}),
+    ]

@@ -67,9 +67,7 @@ end
 -- taken back here), and announces none: the advance was.
 function Move.complete_out(now, target, jid, worker, queue, data, next_queue, delay)
   local state = Job.complete(now, jid, worker, queue, data, { next = next_queue, delay = delay })
-  local entries = Job.history_lines(jid)
-  entries[#entries] = nil
-  Job.rewrite_history(jid, entries)
+  redis.call('rpop', Keys.history(jid))
   Move.out(now, target, jid, nil, recreated(Job.load(jid), next_queue, delay))
   redis.call('hset', Keys.job(jid), 'lanner_move_quiet', '1')
   return state
@@ -102,14 +100,16 @@ end
 -- After the put of lanner.move_in: the history from before the move comes
 -- first, and a tracked job stays tracked.
 function Move.restore(now, jid, history, tracked)
-  local entries = {}
+  Job.unshorten_history(jid) -- the put's entry, into the list
+  local key = Keys.history(jid)
+  local added = redis.call('lrange', key, 0, -1)
+  redis.call('del', key)
   for _, entry in ipairs(history) do
-    entries[#entries + 1] = entry
+    redis.call('rpush', key, entry)
   end
-  for _, entry in ipairs(Job.history_lines(jid)) do
-    entries[#entries + 1] = entry
+  for _, entry in ipairs(added) do
+    redis.call('rpush', key, entry)
   end
-  Job.rewrite_history(jid, entries)
   if tracked then
     redis.call('zadd', Keys.tracked, now, jid)
   end

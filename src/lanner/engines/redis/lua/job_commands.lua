@@ -256,11 +256,11 @@ function Job.log(now, jid, message, data)
     Job.record(now, jid, message, extra)
     return true
   end
-  local entries = Job.history_lines(jid)
-  local last = entries[#entries]
-  if #entries > 1 and cjson.decode(last).what == 'progress' then
-    entries[#entries] = Job.entry(now, message, extra)
-    Job.rewrite_history(jid, entries)
+  Job.unshorten_history(jid)
+  local key = Keys.history(jid)
+  local last = redis.call('lindex', key, -1)
+  if last and redis.call('llen', key) > 1 and cjson.decode(last).what == 'progress' then
+    redis.call('lset', key, -1, Job.entry(now, message, extra))
   else
     Job.record(now, jid, message, extra)
   end

@@ -131,15 +131,14 @@
 --                                 instead of popped while waiting (put's
 --                                 expires_at, capped by <queue>-max-age)
 --       lanner_flow               lanner (FLOW): the job's flow, put's option
---       history                   its history: JSON objects {what, when, ...},
---                                 one a line, oldest first: put {q}, popped
---                                 {worker}, done, failed {group[, worker]},
+--       history                   a new job's history, its put entry alone,
+--                                 short: 'p<when>' (q: the job's queue);
+--                                 moved to the head of -history by the next
+--                                 entry (job.lua)
+--   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
+--                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at
 --                                 max-job-history, the first entry always kept
---   ql:j:<jid>-history            LIST   the history of a job stored by an older
---                                 script (and entries such a script adds):
---                                 read after the field's, moved into it by
---                                 the next entry written
 --   ql:j:<jid>-dependencies       SET    jids this job waits for
 --   ql:j:<jid>-dependents         SET    jids waiting for this job
 --

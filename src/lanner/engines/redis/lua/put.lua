@@ -205,7 +205,7 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   -- A new job's history is this one entry, stored with the rest of its hash.
   local history
   if old == nil then
-    history = Job.entry(now, 'put', { q = queue })
+    history = Job.put_entry(now)
   else
     Job.record(now, jid, 'put', { q = queue })
   end
