@@ -119,8 +119,8 @@ end
 -- whole history in the hash: a value over 64 bytes turns a hash into a real
 -- hash table, more bytes, and a conversion each pop would pay for.) A
 -- process of an older lanner sharing the store (an upgrade) reads such a job
--- with an empty history, and adds its entries to the list, behind which the
--- short entry is read and moved.
+-- with an empty history, and adds its entries to the list; the next entry
+-- written here puts the short one before them.
 local PUT_MARK = 112 -- string.byte('p') (no library call at a function library's load)
 
 -- The short form of a put entry, stored by put.lua with a new job's hash.
@@ -157,9 +157,24 @@ function Job.entry(now, what, extra)
 end
 
 function Job.record(now, jid, what, extra)
-  Job.unshorten_history(jid)
   local key = Keys.history(jid)
-  local length = redis.call('rpush', key, Job.entry(now, what, extra))
+  local line = Job.entry(now, what, extra)
+  local short = short_entry(jid)
+  local length
+  if short == nil then
+    length = redis.call('rpush', key, line)
+  else
+    -- Mostly the list is empty: one RPUSH writes both entries in order.
+    length = redis.call('rpush', key, short, line)
+    redis.call('hdel', Keys.job(jid), 'history')
+    if length > 2 then
+      -- An older process added entries: the put entry goes before them.
+      local entries = redis.call('lrange', key, 0, -1)
+      table.insert(entries, 1, table.remove(entries, length - 1))
+      redis.call('del', key)
+      call_spread('rpush', key, entries, 1000)
+    end
+  end
   local limit = math.max(1, Config.number('max-job-history', 100))
   if length > limit then
     local first = redis.call('lindex', key, 0)
@@ -168,12 +183,17 @@ function Job.record(now, jid, what, extra)
   end
 end
 
--- The entries' texts, oldest first.
+-- The entries' texts, oldest first. A job with a list has its put entry
+-- there (the short one is looked for only without: but for entries an older
+-- process added, which show without the put entry until the next one written
+-- here puts it first).
 function Job.history_lines(jid)
   local entries = redis.call('lrange', Keys.history(jid), 0, -1)
-  local entry = short_entry(jid)
-  if entry ~= nil then
-    table.insert(entries, 1, entry)
+  if #entries == 0 then
+    local entry = short_entry(jid)
+    if entry ~= nil then
+      entries[1] = entry
+    end
   end
   return entries
 end
