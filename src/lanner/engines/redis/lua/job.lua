@@ -16,11 +16,11 @@ local JOB_FIELDS = {
 -- LIMITS expiry. (Each field asked for costs time: HMGET looks for each one
 -- along a small hash, and one the hash does not have, as most have no
 -- expiry, costs the whole way: pop asks for no more fields than it did
--- before LIMITS.)
+-- before LIMITS, but its history field, which spares Job.record a look.)
 Job.POP_FIELDS = {
   'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
-  'lanner_expires_at',
+  'lanner_expires_at', 'history',
 }
 -- JOB_FIELDS and the expiry, for put's moves.
 Job.EXPIRY_FIELDS = {
@@ -70,6 +70,8 @@ function Job.load(jid, fields)
       value = nil
     elseif NUMERIC_FIELDS[field] then
       value = tonumber(value)
+    elseif field == 'history' then
+      job.history_loaded = true -- (Job.record: its value, or none, is known)
     end
     job[field] = value
   end
@@ -128,15 +130,19 @@ function Job.put_entry(now)
   return 'p' .. cjson.encode(now)
 end
 
--- The put entry kept in the hash, in full, or nil.
-local function short_entry(jid)
-  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue')
-  local text = found[1]
+-- A put entry in full from its short form `text` (nil if it is none).
+local function expand(text, queue)
   if not text or string.byte(text, 1) ~= PUT_MARK then
     return nil
   end
-  return '{"q":' .. cjson.encode(found[2] or '') .. ',"what":"put","when":'
+  return '{"q":' .. cjson.encode(queue or '') .. ',"what":"put","when":'
     .. string.sub(text, 2) .. '}'
+end
+
+-- The put entry kept in the hash, in full, or nil.
+local function short_entry(jid)
+  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue')
+  return expand(found[1], found[2])
 end
 
 -- Move a short put entry to the head of the list (before anything else is
@@ -156,10 +162,17 @@ function Job.entry(now, what, extra)
   return cjson.encode(entry)
 end
 
-function Job.record(now, jid, what, extra)
+-- `loaded`: the job as loaded in this call with its `history` field (as pop
+-- and complete_many load it), which spares looking for a short entry.
+function Job.record(now, jid, what, extra, loaded)
   local key = Keys.history(jid)
   local line = Job.entry(now, what, extra)
-  local short = short_entry(jid)
+  local short
+  if loaded ~= nil and loaded.history_loaded then
+    short = expand(loaded.history, loaded.queue)
+  else
+    short = short_entry(jid)
+  end
   local length
   if short == nil then
     length = redis.call('rpush', key, line)

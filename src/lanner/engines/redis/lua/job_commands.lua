@@ -71,7 +71,7 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
   if job.time ~= nil then
     Stats.record('run', queue, now, now - job.time)
   end
-  Job.record(now, jid, 'done')
+  Job.record(now, jid, 'done', nil, job)
   if job.failure ~= nil and job.grace ~= nil then
     redis.call('hdel', key, 'failure', 'grace')
   elseif job.failure ~= nil then

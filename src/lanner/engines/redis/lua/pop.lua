@@ -73,7 +73,7 @@ local function lock(now, queue, worker, job, from_work, batch)
   if job.grace ~= nil then
     redis.call('hdel', Keys.job(jid), 'grace')
   end
-  Job.record(now, jid, 'popped', { worker = worker })
+  Job.record(now, jid, 'popped', { worker = worker }, job)
   Events.tracked(jid, 'popped')
   -- The job as it now stands, for the reply (see objects).
   job.state, job.worker, job.expires, job.time, job.grace = 'running', worker, expires, now, nil
