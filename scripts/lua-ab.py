@@ -1,7 +1,7 @@
 """Paired A/B of the Lua core's Redis time per job: two checkouts' libraries loaded in one
 Redis, called in alternating blocks of jobs, `INFO commandstats` FCALL time read around
 each block (so both see the same machine load). Prints each side's median and the paired
-median ratio B/A.
+median ratio B/A: of the whole, of the puts, and of the drain (pop + complete).
 
 Usage: python scripts/lua-ab.py SRC_A SRC_B PORT [PAIRS]
   SRC_A, SRC_B: the `src` folders of two checkouts (e.g. `git archive BASE src | tar -x`);
@@ -11,6 +11,7 @@ Usage: python scripts/lua-ab.py SRC_A SRC_B PORT [PAIRS]
 import hashlib
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -20,11 +21,18 @@ import redis
 FILES = ["layout.lua", "base.lua", "config.lua", "events.lua", "stats.lua", "worker.lua",
          "job.lua", "queue.lua", "recurring.lua", "limits.lua", "lanner.lua"]
 
+def files(src_root, folder):
+    """The checkout's SCRIPT_FILES (read from its script.py), or FILES for older ones."""
+    found = re.search(r"SCRIPT_FILES[^=]*= \(([^)]*)\)", open(f"{src_root}/lanner/engines/redis/script.py").read())
+    if found:
+        return re.findall(r'"([^"]+)"', found.group(1))
+    return FILES + (["cluster.lua"] if os.path.exists(f"{folder}/cluster.lua") else []) + ["api.lua"]
+
+
 def library(src_root):
     """The function library of a checkout's Lua sources, named by its content."""
     folder = f"{src_root}/lanner/engines/redis/lua"
-    names = FILES + (["cluster.lua"] if os.path.exists(f"{folder}/cluster.lua") else [])
-    text = "".join(open(f"{folder}/{n}").read().rstrip("\n") + "\n" for n in [*names, "api.lua"])
+    text = "".join(open(f"{folder}/{n}").read().rstrip("\n") + "\n" for n in files(src_root, folder))
     entry = "return main(KEYS, ARGV)\n"
     assert text.endswith(entry)
     name = "ab_" + hashlib.sha1(text.encode()).hexdigest()[:12]
@@ -41,25 +49,33 @@ def usec():
     return float(c.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"])
 
 def block(v, n, k):
+    """Put k jobs (put_many) and k/5 by single puts, then drain them: the FCALL time of
+    the puts and of the drain (pop_wait + complete_many)."""
     name = libs[v]; q = f"q{v}"; now = str(time.time())
     jobs = [{"queue": q, "jid": f"{v}{n}-{i}", "klass": "K", "data": "{}"} for i in range(k)]
+    before = usec()
     c.fcall(name, 0, "lanner.put_many", now, "", json.dumps(jobs))
     for i in range(k // 5):  # single puts too
         c.fcall(name, 0, "put", now, "", q, f"{v}{n}-s{i}", "K", "{}", "0")
+    middle = usec()
     while True:
         got = json.loads(c.fcall(name, 0, "lanner.pop_wait", now, q, "w", "20", "0")[0])
         if not got: break
         c.fcall(name, 0, "lanner.complete_many", now, "w", q, *[j["jid"] for j in got])
+    return middle - before, usec() - middle
 
 pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 k = 50
-per = {"A": [], "B": []}
+per = {(v, phase): [] for v in ("A", "B") for phase in ("all", "puts", "drain")}
 for n in range(pairs):
     order = ("A", "B") if n % 2 == 0 else ("B", "A")
     for v in order:
-        before = usec(); block(v, n, k); per[v].append((usec() - before) / (k * 1.2))
-for v in ("A", "B"):
-    xs = per[v]
-    print(v, "median %.1f us/job  mean %.1f  p25 %.1f  p75 %.1f" % (statistics.median(xs), statistics.mean(xs), *statistics.quantiles(xs, n=4)[0:3:2]))
-ratios = [b / a for a, b in zip(per["A"], per["B"])]
-print("B/A paired median ratio %.3f" % statistics.median(ratios))
+        puts, drain = block(v, n, k)
+        for phase, spent in (("all", puts + drain), ("puts", puts), ("drain", drain)):
+            per[(v, phase)].append(spent / (k * 1.2))
+for phase in ("all", "puts", "drain"):
+    for v in ("A", "B"):
+        xs = per[(v, phase)]
+        print(phase, v, "median %.1f us/job  mean %.1f  p25 %.1f  p75 %.1f" % (statistics.median(xs), statistics.mean(xs), *statistics.quantiles(xs, n=4)[0:3:2]))
+    ratios = [b / a for a, b in zip(per[("A", phase)], per[("B", phase)])]
+    print(phase, "B/A paired median ratio %.3f" % statistics.median(ratios))

@@ -1,12 +1,13 @@
 """The Redis engine's Lua script, assembled from the sources in ``lua/``.
 
 The engine is one script, kept as several files that each hold one part: helpers,
-configuration, events, statistics, workers, jobs, queues, recurring jobs, bounded and
-fanout queues, lanner's extensions, moves between Redis Cluster partitions and the
-command table. They are concatenated in the order of
-``SCRIPT_FILES``; every name in them is a Lua ``local``, so a file may only use what
-earlier files define. ``lua/layout.lua`` comes first: its comment block documents the
-keys and commands.
+configuration, events, statistics, workers, jobs and the commands on them, queues (their
+order, puts, pops, listings), recurring jobs, bounded and fanout queues, lanner's
+extensions, moves between Redis Cluster partitions, and the command table (qless's, then
+lanner's and the entry point). They are concatenated in the order of ``SCRIPT_FILES``
+(the split follows responsibilities only: the text is the same whole); every name in
+them is a Lua ``local``, so a file may only use what earlier files define.
+``lua/layout.lua`` comes first: its comment block documents the keys and commands.
 
 The same source is delivered two ways, which differ only in their last line:
 
@@ -32,13 +33,18 @@ SCRIPT_FILES: tuple[str, ...] = (
     "stats.lua",
     "worker.lua",
     "job.lua",
+    "job_commands.lua",
     "queue.lua",
+    "put.lua",
+    "pop.lua",
+    "queues.lua",
     "recurring.lua",
     "limits.lua",
     "flow.lua",
     "lanner.lua",
     "cluster.lua",
     "api.lua",
+    "api_lanner.lua",
 )
 
 _SCRIPT_ENTRY = "return main(KEYS, ARGV)\n"

@@ -36,7 +36,7 @@ local DEPENDENCY_FAILED = 'lanner-dependency-failed'
 -- level runs afresh on every call, so that state starts empty anyway. Loaded
 -- as a Redis function library (see `lanner redis-script --function`), the top
 -- level runs once and its locals outlive a call: so every such module
--- registers here how its state starts, and the entry point (api.lua) starts
+-- registers here how its state starts, and the entry point (api_lanner.lua) starts
 -- them all before each command.
 local call_starts = {}
 
@@ -55,7 +55,7 @@ end
 -- Errors
 -------------------------------------------------------------------------------
 -- A failed check raises an error whose message is also kept in
--- `Raised.message`. The dispatcher (api.lua) catches it and returns that
+-- `Raised.message`. The dispatcher (api_lanner.lua) catches it and returns that
 -- message as a plain Redis error reply, without the script location Redis
 -- would otherwise add. (The message is kept on the side because what pcall
 -- hands back differs: Redis 6.2 gives the error table, Redis 7 a string.)

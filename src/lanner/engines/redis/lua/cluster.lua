@@ -88,7 +88,7 @@ function Move.pending(jid)
   if found[1] ~= 'moving' then
     return nil
   end
-  local history = redis.call('lrange', Keys.history(jid), 0, -1)
+  local history = Job.history_lines(jid)
   local tracked = redis.call('zscore', Keys.tracked, jid) and 1 or 0
   return { found[2], found[3], cjson.encode(history), tracked, found[4] and 1 or 0 }
 end
@@ -107,6 +107,7 @@ end
 -- After the put of lanner.move_in: the history from before the move comes
 -- first, and a tracked job stays tracked.
 function Move.restore(now, jid, history, tracked)
+  Job.unshorten_history(jid) -- the put's entry, into the list
   local key = Keys.history(jid)
   local added = redis.call('lrange', key, 0, -1)
   redis.call('del', key)

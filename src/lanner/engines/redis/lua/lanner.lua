@@ -23,7 +23,7 @@
 local NOTIFY_CAP = 256
 
 -- Tokens are counted during the call and pushed by Lanner.flush when the
--- command ends (api.lua), one RPUSH per queue: nobody can BLPOP the list
+-- command ends (api_lanner.lua), one RPUSH per queue: nobody can BLPOP the list
 -- while the script runs, and the list ends up the same (at most NOTIFY_CAP
 -- tokens) as pushing them one by one.
 local pending_tokens, pending_queues
@@ -268,6 +268,7 @@ end
 -- What holds and Job.complete look at (state first, as Job.load wants).
 local COMPLETE_FIELDS = {
   'state', 'queue', 'worker', 'retries', 'failure', 'time', 'grace', 'lanner_size',
+  'history',
 }
 
 function Lanner.complete_many(now, worker, queue, jids, results)

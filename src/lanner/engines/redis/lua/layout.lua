@@ -3,8 +3,9 @@
 -------------------------------------------------------------------------------
 -- Assembled by lanner.engines.redis.script.build_script() from, in order:
 -- layout.lua (this header), base.lua, config.lua, events.lua, stats.lua,
--- worker.lua, job.lua, queue.lua, recurring.lua, limits.lua, flow.lua, lanner.lua,
--- cluster.lua, api.lua.
+-- worker.lua, job.lua, job_commands.lua, queue.lua, put.lua, pop.lua, queues.lua,
+-- recurring.lua, limits.lua, flow.lua, lanner.lua, cluster.lua, api.lua,
+-- api_lanner.lua.
 --
 -- CALLING CONVENTION
 --   EVALSHA <sha> 0 <command> <now> <arg>...
@@ -90,11 +91,16 @@
 --
 -- DATA LAYOUT (every key starts with ql:)
 --
---   ql:j:<jid>                    HASH   one job
---       jid, klass                the job's id and what code runs it
+--   ql:j:<jid>                    HASH   one job. A field whose value is its
+--                                 default is left out by a new job's put (so
+--                                 most queued jobs stay a small listpack):
+--                                 jid, worker, expires, priority and tags
+--       jid, klass                the job's id (stored by older scripts: the
+--                                 key names it) and what code runs it
 --       data                      JSON text, stored exactly as the client sent it
 --       priority                  number; higher pops first (default 0)
 --       tags                      JSON array of strings, in the order added
+--                                 (missing: none)
 --       state                     waiting | scheduled | depends | running |
 --                                 stalled | failed | complete
 --       queue                     its queue ('' once complete)
@@ -125,6 +131,10 @@
 --                                 instead of popped while waiting (put's
 --                                 expires_at, capped by <queue>-max-age)
 --       lanner_flow               lanner (FLOW): the job's flow, put's option
+--       history                   a new job's history, its put entry alone,
+--                                 short: 'p<when>' (q: the job's queue);
+--                                 moved to the head of -history by the next
+--                                 entry (job.lua)
 --   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
 --                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at

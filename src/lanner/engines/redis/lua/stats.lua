@@ -34,7 +34,7 @@ local function bucket(seconds)
 end
 
 -- Timings recorded in this call, written by Stats.flush when the command
--- ends (api.lua): a pop or complete_many of many jobs updates each hash once
+-- ends (api_lanner.lua): a pop or complete_many of many jobs updates each hash once
 -- instead of once per job. The Welford updates are the same, in the same
 -- order, and a number stored in Redis reads back exactly, so the stored
 -- result is what updating the hash per job would leave. Nothing reads these

@@ -1,0 +1,135 @@
+"""The job record in Redis: what a new job stores (no field at its default; its history, a
+lone put entry, short in its hash until the next entry), and jobs stored by an older
+script, read and carried on as they are.
+
+A process of an older lanner may share the store during an upgrade: it reads every field
+this version leaves out at its default, and adds history entries to the list
+ql:j:<jid>-history. Records written as that version wrote them are checked here (the
+layout is in lua/layout.lua).
+"""
+
+from __future__ import annotations
+
+import json
+
+from lanner.engines.redis.engine import RedisEngine
+
+from .support import T0, raw
+
+LEAN_FIELDS = {
+    "lanner_size", "klass", "data", "queue", "retries", "remaining", "state", "time",
+    "lanner_seq", "history",
+}  # fmt: skip
+
+
+def test_a_new_job_stores_no_default_and_keeps_its_history_in_its_hash(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put("q", "j1", "Task", '{"a":1}', now=T0)
+    with raw(redis_url) as client:
+        assert set(client.hkeys("ql:j:j1")) == LEAN_FIELDS
+        assert client.exists("ql:j:j1-history") == 0
+        # Small fields, few of them: Redis keeps the hash in its compact encoding.
+        assert client.object("encoding", "ql:j:j1") == "listpack"
+        # Its lone put entry, short: the entry's q is the job's queue.
+        assert client.hget("ql:j:j1", "history") == "p1000"
+    job = engine.get("j1", now=T0)
+    assert job is not None
+    assert (job.priority, job.tags, job.worker, job.expires) == (0, (), "", 0)
+    assert [(e.what, e.when, dict(e.details)) for e in job.history] == [("put", T0, {"q": "q"})]
+
+
+def test_a_job_given_values_stores_them(engine: RedisEngine, redis_url: str) -> None:
+    engine.put("q", "j1", "Task", priority=3, tags=["t"], now=T0)
+    with raw(redis_url) as client:
+        assert client.hmget("ql:j:j1", "priority", "tags") == ["3", '["t"]']
+    job = engine.get("j1", now=T0)
+    assert job is not None
+    assert (job.priority, job.tags) == (3, ("t",))
+
+
+def test_the_next_entry_moves_the_put_entry_into_the_list(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.config_set("max-job-history", 3, now=T0)
+    engine.put("q", "j1", "Task", now=T0)
+    for step in range(5):
+        engine.log("j1", f"step-{step}", now=T0 + step + 1)
+    job = engine.get("j1", now=T0)
+    assert job is not None
+    assert [e.what for e in job.history] == ["put", "step-3", "step-4"]
+    with raw(redis_url) as client:
+        assert client.hexists("ql:j:j1", "history") == 0
+        assert client.llen("ql:j:j1-history") == 3
+
+
+def store_as_older_script(redis_url: str, jid: str, queue: str) -> None:
+    """A waiting job as lanner wrote it before the lean record: every field, a list."""
+    with raw(redis_url) as client:
+        client.hset(f"ql:j:{jid}", mapping={
+            "jid": jid, "lanner_size": 2, "klass": "Task", "data": "{}", "priority": 0,
+            "tags": "[]", "queue": queue, "worker": "", "expires": 0, "retries": 5,
+            "remaining": 5, "state": "waiting", "time": T0, "lanner_seq": 1,
+        })  # fmt: skip
+        client.rpush(f"ql:j:{jid}-history", json.dumps({"q": queue, "what": "put", "when": T0}))
+        client.zadd(f"ql:q:{queue}-work", {jid: -T0 / 1e10})
+        client.zadd("ql:queues", {queue: T0})
+        client.hset(f"ql:lanner:usage:{queue}", mapping={"bytes": 2, "total": 1})
+
+
+def test_a_job_stored_by_an_older_script_is_read_and_carried_on(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    store_as_older_script(redis_url, "old", "q")
+    job = engine.get("old", now=T0)
+    assert job is not None
+    assert [e.what for e in job.history] == ["put"]
+    [popped] = engine.pop("q", "w", 1, now=T0 + 1)
+    assert popped.jid == "old"
+    assert [e.what for e in popped.history] == ["put", "popped"]
+    with raw(redis_url) as client:
+        assert client.llen("ql:j:old-history") == 2
+    engine.complete("old", "w", "q", now=T0 + 2)
+    done = engine.get("old", now=T0 + 2)
+    assert done is not None
+    assert [e.what for e in done.history] == ["put", "popped", "done"]
+
+
+def test_entries_an_older_script_adds_come_after_the_put_entry(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put("q", "j1", "Task", now=T0)
+    with raw(redis_url) as client:  # an older process logging to the list it knows
+        client.rpush("ql:j:j1-history", json.dumps({"what": "older", "when": T0 + 1}))
+    job = engine.get("j1", now=T0)
+    assert job is not None
+    # The put entry, still in the hash, shows again with the next entry written here.
+    assert [e.what for e in job.history] == ["older"]
+    engine.log("j1", "newer", now=T0 + 2)
+    job = engine.get("j1", now=T0)
+    assert job is not None
+    assert [e.what for e in job.history] == ["put", "older", "newer"]
+    with raw(redis_url) as client:
+        assert client.hexists("ql:j:j1", "history") == 0
+        assert client.llen("ql:j:j1-history") == 3
+
+
+def test_a_moved_job_loses_the_values_it_had(engine: RedisEngine) -> None:
+    engine.put("q", "j1", "Task", priority=5, tags=["a"], now=T0)
+    engine.pop("q", "w", 1, now=T0)
+    engine.put("r", "j1", "Task", priority=0, tags=[], now=T0 + 1)
+    job = engine.get("j1", now=T0 + 1)
+    assert job is not None
+    assert (job.queue, job.priority, job.tags, job.worker, job.state) == ("r", 0, (), "", "waiting")
+    assert [e.what for e in job.history] == ["put", "popped", "put"]
+
+
+def test_a_waiting_job_moved_keeps_its_first_entry_in_full(engine: RedisEngine) -> None:
+    engine.put("q", "j1", "Task", now=T0)
+    engine.put("r", "j1", "Task", now=T0 + 1)
+    job = engine.get("j1", now=T0 + 1)
+    assert job is not None
+    assert [(e.what, e.when, dict(e.details)) for e in job.history] == [
+        ("put", T0, {"q": "q"}),
+        ("put", T0 + 1, {"q": "r"}),
+    ]
