@@ -1,6 +1,7 @@
 """What every `lanner bench` command shares: progress bars on stderr, SIGTERM turned into
-an exit that cleans up, errors as one line, the `--url` option, and the footer naming the
-engine and machine a benchmark ran on.
+an exit that cleans up, errors as one line, the options several commands take (`--url`,
+`--json`, `-c/--concurrency`, `--batch`, `--samples`), the warning that a given store
+keeps the jobs run in it, and the footer naming the engine and machine a benchmark ran on.
 """
 
 from __future__ import annotations
@@ -16,8 +17,17 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from lanner import limits
+from lanner.commands.bounded import BoundedInt
 from lanner.errors import LannerError
-from lanner.tools.bench.common import BenchError, BenchProgress, MachineInfo
+from lanner.tools.bench.common import (
+    DEFAULT_BATCH,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_SAMPLES,
+    BenchError,
+    BenchProgress,
+    MachineInfo,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
@@ -103,3 +113,48 @@ def store_url_option(what: str) -> Callable[[F], F]:
         help=f"{what}; it should be empty. Default: SQLite (synchronous=full) on a new "
         "temporary file, deleted afterwards.",
     )
+
+
+def json_option() -> Callable[[F], F]:
+    """`--json`: the results as one JSON object instead of a table."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print the results as one JSON object."
+    )
+
+
+def concurrency_option(bounds: click.IntRange | None = None) -> Callable[[F], F]:
+    """`-c/--concurrency`: the worker processes of the pool a benchmark starts."""
+    return click.option("-c", "--concurrency", type=bounds or click.IntRange(min=1),
+                        default=DEFAULT_CONCURRENCY, show_default=True,
+                        help="Worker processes in the pool.")  # fmt: skip
+
+
+def batch_option(what: str) -> Callable[[F], F]:
+    """`--batch`: jobs per batch, `what` they are."""
+    return click.option("--batch", type=BoundedInt(1, limits.MAX_BATCH_SIZE),
+                        default=DEFAULT_BATCH, show_default=True, help=what)  # fmt: skip
+
+
+def samples_option() -> Callable[[F], F]:
+    """`--samples`: how many pickup latencies are measured."""
+    return click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS),
+                        default=DEFAULT_SAMPLES, show_default=True,
+                        help="Pickup-latency samples.")  # fmt: skip
+
+
+def warn_store_kept(url: str | None, left: int) -> None:
+    """Say on stderr that a store the user named keeps the `left` jobs a benchmark ran."""
+    if url is not None:
+        Console(stderr=True).print(
+            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
+            f"the benchmark leaves {left} completed jobs in it.",
+            highlight=False,
+        )
+
+
+def store_about(url: str, synchronous: str | None, settings: str, machine: MachineInfo) -> Text:
+    """The footer of a store benchmark: its store, the `settings` it ran with, the machine."""
+    tuned = "" if synchronous is None else f"synchronous={synchronous}  "
+    return Text(f"{url}\n{tuned}{settings}\n{machine.platform}, {machine.cpu_count} CPUs\n"
+                f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
+                style="dim")  # fmt: skip

@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console, Group
 from rich.table import Table
-from rich.text import Text
 
 from lanner import limits
 from lanner.commands.bounded import BoundedInt
 from lanner.tools.bench.cli_shared import (
     about,
+    batch_option,
+    json_option,
     measured,
+    samples_option,
+    store_about,
     store_url_option,
+    warn_store_kept,
 )
-from lanner.tools.bench.common import (
-    DEFAULT_BATCH,
-    DEFAULT_JOBS,
-    DEFAULT_SAMPLES,
-)
+from lanner.tools.bench.common import DEFAULT_JOBS
 
 if TYPE_CHECKING:
     from lanner.tools.bench.engine import EngineBenchResult
@@ -40,20 +40,8 @@ if TYPE_CHECKING:
     show_default=True,
     help="Jobs per throughput phase.",
 )
-@click.option(
-    "--batch",
-    type=BoundedInt(1, limits.MAX_BATCH_SIZE),
-    default=DEFAULT_BATCH,
-    show_default=True,
-    help="Jobs per put_many, and per pop in the drain phases.",
-)
-@click.option(
-    "--samples",
-    type=BoundedInt(1, limits.MAX_RUN_JOBS),
-    default=DEFAULT_SAMPLES,
-    show_default=True,
-    help="Pickup-latency samples.",
-)
+@batch_option("Jobs per put_many, and per pop in the drain phases.")
+@samples_option()
 @click.option(
     "--result-bytes",
     type=click.IntRange(min=0),
@@ -61,7 +49,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="Each drained job keeps a result (JSON text) of this many bytes; 0: none.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def engine_command(
     url: str | None, jobs: int, batch: int, samples: int, result_bytes: int, as_json: bool
 ) -> None:
@@ -75,13 +63,7 @@ def engine_command(
     """
     from lanner.tools.bench.engine import run_engine_benchmark
 
-    errors = Console(stderr=True)
-    if url is not None:
-        errors.print(
-            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
-            f"the benchmark leaves {2 * jobs + samples + 1} completed jobs in it.",
-            highlight=False,
-        )
+    warn_store_kept(url, 2 * jobs + samples + 1)
     result = measured(
         lambda progress: run_engine_benchmark(url, jobs, batch, samples, progress, result_bytes)
     )
@@ -125,15 +107,9 @@ def results_table(result: EngineBenchResult) -> Table:
 
 def results_view(result: EngineBenchResult) -> Group:
     """The results table, then what was measured, on what."""
-    machine = result.machine
-    synchronous = "" if result.synchronous is None else f"synchronous={result.synchronous}  "
-    about = Text(
-        f"engine: {result.url}\n{synchronous}batch: {result.batch}  samples: {result.samples}\n"
-        f"{machine.platform}, {machine.cpu_count} CPUs\n"
-        f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
-        style="dim",
-    )
-    return Group(results_table(result), about)
+    settings = f"batch: {result.batch}  samples: {result.samples}"
+    footer = store_about(f"engine: {result.url}", result.synchronous, settings, result.machine)
+    return Group(results_table(result), footer)
 
 
 @click.command("depth")
@@ -144,7 +120,7 @@ def results_view(result: EngineBenchResult) -> Group:
               help="Queues the jobs are spread over.")  # fmt: skip
 @click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=200, show_default=True,
               help="pop + complete (and single put) samples at each depth.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def depth_command(url: str | None, depths: str, queues: int, samples: int, as_json: bool) -> None:
     """Measure an engine with a deep backlog: put_many rate while filling, pop + complete
     and single-put latency, `lanner status` time, bytes per job and RSS at each depth."""
@@ -174,7 +150,7 @@ def depth_command(url: str | None, depths: str, queues: int, samples: int, as_js
               help="Queues the jobs are spread over.")  # fmt: skip
 @click.option("--single", default=None, metavar="URL",
               help="A Redis (redis://...) to run the same work on first (baseline).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json: bool) -> None:
     """Measure the Redis CPU per job of each shard of a Redis Cluster, with the queues
     spread over the primaries, then all served by one."""
@@ -203,7 +179,7 @@ def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json
               help="Publishing threads in each process.")  # fmt: skip
 @click.option("--processes", type=BoundedInt(1, 64), default=1, show_default=True,
               help="Publishing processes.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def publish_command(
     url: str | None, jobs: int, threads: int, processes: int, as_json: bool
 ) -> None:
