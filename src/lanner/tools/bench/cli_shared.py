@@ -6,15 +6,16 @@ keeps the jobs run in it, and the footer naming the engine and machine a benchma
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.text import Text
 
 from lanner import limits
@@ -23,6 +24,7 @@ from lanner.errors import LannerError
 from lanner.tools.bench.common import (
     DEFAULT_BATCH,
     DEFAULT_CONCURRENCY,
+    DEFAULT_JOBS,
     DEFAULT_SAMPLES,
     BenchError,
     BenchProgress,
@@ -129,6 +131,12 @@ def concurrency_option(bounds: click.IntRange | None = None) -> Callable[[F], F]
                         help="Worker processes in the pool.")  # fmt: skip
 
 
+def jobs_option(what: str, default: int = DEFAULT_JOBS) -> Callable[[F], F]:
+    """`--jobs`: how many jobs a benchmark runs, `what` they are."""
+    return click.option("--jobs", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=default,
+                        show_default=True, help=what)  # fmt: skip
+
+
 def batch_option(what: str) -> Callable[[F], F]:
     """`--batch`: jobs per batch, `what` they are."""
     return click.option("--batch", type=BoundedInt(1, limits.MAX_BATCH_SIZE),
@@ -140,6 +148,18 @@ def samples_option() -> Callable[[F], F]:
     return click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS),
                         default=DEFAULT_SAMPLES, show_default=True,
                         help="Pickup-latency samples.")  # fmt: skip
+
+
+class _Results(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def show(result: _Results, as_json: bool, view: Callable[[], RenderableType]) -> None:
+    """Print a benchmark's `result`: as one JSON object, or as its `view`."""
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        Console().print(view())
 
 
 def warn_store_kept(url: str | None, left: int) -> None:

@@ -18,14 +18,15 @@ from lanner.commands.bounded import BoundedInt
 from lanner.tools.bench.cli_shared import (
     about,
     batch_option,
+    jobs_option,
     json_option,
     measured,
     samples_option,
+    show,
     store_about,
     store_url_option,
     warn_store_kept,
 )
-from lanner.tools.bench.common import DEFAULT_JOBS
 
 if TYPE_CHECKING:
     from lanner.tools.bench.engine import EngineBenchResult
@@ -33,13 +34,7 @@ if TYPE_CHECKING:
 
 @click.command("engine")
 @store_url_option("Engine to measure")
-@click.option(
-    "--jobs",
-    type=BoundedInt(1, limits.MAX_RUN_JOBS),
-    default=DEFAULT_JOBS,
-    show_default=True,
-    help="Jobs per throughput phase.",
-)
+@jobs_option("Jobs per throughput phase.")
 @batch_option("Jobs per put_many, and per pop in the drain phases.")
 @samples_option()
 @click.option(
@@ -67,10 +62,7 @@ def engine_command(
     result = measured(
         lambda progress: run_engine_benchmark(url, jobs, batch, samples, progress, result_bytes)
     )
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        Console().print(results_view(result))
+    show(result, as_json, lambda: results_view(result))
 
 
 def results_table(result: EngineBenchResult) -> Table:
@@ -173,8 +165,7 @@ def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json
 
 @click.command("publish")
 @store_url_option("Store to publish to")
-@click.option("--jobs", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=2000, show_default=True,
-              help="Jobs published in all, one .delay() each.")  # fmt: skip
+@jobs_option("Jobs published in all, one .delay() each.", default=2000)
 @click.option("--threads", type=BoundedInt(1, 256), default=1, show_default=True,
               help="Publishing threads in each process.")  # fmt: skip
 @click.option("--processes", type=BoundedInt(1, 64), default=1, show_default=True,

@@ -20,16 +20,17 @@ from lanner.tools.bench.cli_shared import (
     batch_option,
     concurrency_option,
     exit_on_sigterm,
+    jobs_option,
     json_option,
     measured,
     samples_option,
+    show,
     store_about,
     store_url_option,
     warn_store_kept,
 )
 from lanner.tools.bench.common import (
     DEFAULT_IO_JOBS,
-    DEFAULT_JOBS,
     DEFAULT_SLEEP_MS,
     DEFAULT_TASKS_PER_PROCESS,
     BenchError,
@@ -42,13 +43,7 @@ if TYPE_CHECKING:
 
 @click.command("pool")
 @store_url_option("Store to measure")
-@click.option(
-    "--jobs",
-    type=BoundedInt(1, limits.MAX_RUN_JOBS),
-    default=DEFAULT_JOBS,
-    show_default=True,
-    help="No-op jobs published and drained; a tenth of it for single publishes and 10 ms jobs.",
-)
+@jobs_option("No-op jobs published and drained; a tenth of it for single publishes and 10 ms jobs.")
 @concurrency_option(BoundedInt(1, limits.MAX_PROCESSES))
 @batch_option("Jobs per publish_many, and the queue's batch_size (jobs per pop).")
 @samples_option()
@@ -69,10 +64,7 @@ def pool_command(
     result = measured(
         lambda progress: run_pool_benchmark(url, jobs, concurrency, batch, samples, progress)
     )
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        Console().print(pool_results_view(result))
+    show(result, as_json, lambda: pool_results_view(result))
 
 
 def pool_results_table(result: PoolBenchResult) -> Table:
@@ -152,10 +144,7 @@ def io_command(
             url, jobs, sleep_ms, concurrency, tasks_per_process, threads, kind, progress
         )
     )
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-        return
-    Console().print(io_results_view(result))
+    show(result, as_json, lambda: io_results_view(result))
 
 
 def io_results_view(result: IoBenchResult) -> Group:
