@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 from rich.console import Console, RenderableType
+from rich.table import Table
 from rich.text import Text
 
 from lanner import limits
@@ -36,6 +37,8 @@ R = TypeVar("R")
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
+
+    from lanner.tools.bench.stats import Percentiles
 
 
 class RichProgress:
@@ -160,6 +163,21 @@ def show(result: _Results, as_json: bool, view: Callable[[], RenderableType]) ->
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         Console().print(view())
+
+
+def measurements(title: str) -> Table:
+    """A results table: a measurement and its result a row."""
+    table = Table(title=title)
+    table.add_column("measurement")
+    table.add_column("result", justify="right")
+    return table
+
+
+def add_pickup(table: Table, pickup: Percentiles) -> None:
+    """The pickup latency's rows: p50, p95, p99 and the largest of its samples."""
+    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("p99", pickup.p99)):
+        table.add_row(f"pickup latency {label}", f"{ms:.2f} ms")
+    table.add_row(f"pickup latency max ({pickup.count} samples)", f"{pickup.max:.2f} ms")
 
 
 def warn_store_kept(url: str | None, left: int) -> None:

@@ -17,10 +17,12 @@ from lanner import limits
 from lanner.commands.bounded import BoundedInt
 from lanner.tools.bench.cli_shared import (
     about,
+    add_pickup,
     batch_option,
     jobs_option,
     json_option,
     measured,
+    measurements,
     samples_option,
     show,
     store_about,
@@ -66,9 +68,7 @@ def engine_command(
 
 
 def results_table(result: EngineBenchResult) -> Table:
-    table = Table(title=f"lanner engine benchmark, {result.jobs:,} jobs")
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
+    table = measurements(f"lanner engine benchmark, {result.jobs:,} jobs")
     kept = f", {result.result_bytes} B results" if result.result_bytes else ""
     rates = [
         ("put, 1 job per call", result.put_single_per_s),
@@ -79,9 +79,7 @@ def results_table(result: EngineBenchResult) -> Table:
     for label, rate in rates:
         table.add_row(label, f"{rate:,.0f} jobs/s")
     pickup = result.pickup_ms
-    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("p99", pickup.p99)):
-        table.add_row(f"pickup latency {label}", f"{ms:.2f} ms")
-    table.add_row(f"pickup latency max ({pickup.count} samples)", f"{pickup.max:.2f} ms")
+    add_pickup(table, pickup)
     if (floor := result.pickup_floor_ms) is not None:
         for label, ms in (("p50", floor.p50), ("p99", floor.p99)):
             table.add_row(f"pickup floor {label} (bare LPUSH to BLPOP)", f"{ms:.2f} ms")
@@ -184,9 +182,7 @@ def publish_command(
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    table = Table(title=f"{jobs:,} single .delay() calls, {processes} × {threads} threads")
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
+    table = measurements(f"{jobs:,} single .delay() calls, {processes} × {threads} threads")
     table.add_row("publishes", f"{result.per_s:,.0f} jobs/s")
     table.add_row("publisher CPU", f"{result.cpu_us:,.0f} µs per publish")
     for label, ms in result.latency_ms.items():

@@ -17,12 +17,14 @@ from lanner.commands.bounded import BoundedInt
 from lanner.errors import LannerError
 from lanner.tools.bench.cli_shared import (
     about,
+    add_pickup,
     batch_option,
     concurrency_option,
     exit_on_sigterm,
     jobs_option,
     json_option,
     measured,
+    measurements,
     samples_option,
     show,
     store_about,
@@ -68,11 +70,9 @@ def pool_command(
 
 
 def pool_results_table(result: PoolBenchResult) -> Table:
-    table = Table(
-        title=f"lanner pool benchmark, {result.jobs:,} jobs, {result.concurrency} processes"
+    table = measurements(
+        f"lanner pool benchmark, {result.jobs:,} jobs, {result.concurrency} processes"
     )
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
     rates = [
         (f"enqueue, task.delay() ({result.single_jobs:,} jobs)", result.enqueue_single_per_s),
         (f"enqueue, publish_many() of {result.batch}", result.enqueue_batch_per_s),
@@ -87,9 +87,7 @@ def pool_results_table(result: PoolBenchResult) -> Table:
     )
     table.add_row("pool start to first job finished", f"{result.startup_s * 1000:.0f} ms")
     pickup = result.pickup_ms
-    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("p99", pickup.p99)):
-        table.add_row(f"pickup latency {label}", f"{ms:.2f} ms")
-    table.add_row(f"pickup latency max ({pickup.count} samples)", f"{pickup.max:.2f} ms")
+    add_pickup(table, pickup)
     table.add_row(
         f"drain 10 ms jobs ({result.sleep_jobs:,}; ideal {result.sleep_ideal_per_s:,.0f}/s)",
         f"{result.drain_sleep10ms_per_s:,.0f} jobs/s",
@@ -149,11 +147,9 @@ def io_command(
 
 def io_results_view(result: IoBenchResult) -> Group:
     """The results table, then what was measured, on what."""
-    table = Table(
-        title=f"lanner io benchmark, {result.jobs:,} {result.kind} jobs of {result.sleep_ms:g} ms"
+    table = measurements(
+        f"lanner io benchmark, {result.jobs:,} {result.kind} jobs of {result.sleep_ms:g} ms"
     )
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
     at_once = f"{result.concurrency} processes x {result.at_once_per_process} at once"
     table.add_row("drain, from pool start", f"{result.drain_per_s:,.0f} jobs/s")
     share = result.drain_per_s / result.ceiling_per_s
@@ -195,9 +191,7 @@ def idle_command(
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    table = Table(title=f"lanner idle pool, {concurrency} processes, {seconds:g} s")
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
+    table = measurements(f"lanner idle pool, {concurrency} processes, {seconds:g} s")
     table.add_row("CPU, supervisor", f"{result.supervisor_cpu_pct:.2f} % of a core")
     for number, cpu in enumerate(result.worker_cpu_pct, 1):
         table.add_row(f"CPU, worker {number}", f"{cpu:.2f} % of a core")
@@ -242,9 +236,7 @@ def transactional_command(
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        table = Table(title=f"lanner transactional publishing, {transactions} transactions")
-        table.add_column("measurement")
-        table.add_column("result", justify="right")
+        table = measurements(f"lanner transactional publishing, {transactions} transactions")
         for label, value in (
             ("committed", result.committed),
             ("rolled back", result.rolled_back),
