@@ -47,7 +47,6 @@ from lanner.worker.batch import Batch
 from lanner.worker.child import STOP_SIGNALS
 from lanner.worker.loop import Limits, WorkerLoop
 from lanner.worker.processes import rss_mb
-from lanner.worker.reporter import NoReporter, Outcome
 from lanner.worker.running import Ended
 
 if TYPE_CHECKING:
@@ -190,34 +189,16 @@ class Worker:
         return self._batch_queue.name if self._batch_queue is not None else "-"
 
 
-class _Outcome(NoReporter):
-    """Learns whether the running job's task succeeded (no supervisor is told anything)."""
-
-    def __init__(self) -> None:
-        self.succeeded: bool | None = None
-
-    def finished(
-        self,
-        jid: str,
-        succeeded: bool,
-        outcome: Outcome = "",
-        klass: str = "",
-        seconds: float = 0.0,
-    ) -> None:
-        self.succeeded = succeeded
-
-
 class _HookedLoop(WorkerLoop):
     """The loop, calling its `Worker`'s hooks around batches and runs."""
 
     def __init__(
         self, front: Worker, queues: Sequence[QueueConfig], selector: QueueSelector, limits: Limits
     ) -> None:
+        # No reporter: a loop given one takes itself for a pool's child, which stops once
+        # its parent is gone; this one has no parent to lose. Whether a task succeeded is
+        # the outcome `_execute` returns.
         super().__init__(front.app, queues, selector, limits=limits)
-        # Set after construction: a loop given a reporter takes itself for a pool's child,
-        # which stops once its parent is gone; this one has no parent to lose.
-        self.outcome = _Outcome()
-        self.reporter = self.outcome
         self.front = front
         self.running: KaleMessage | None = None
         self.give_back_when_stopped: str | None = None  # jid a second signal stopped
@@ -251,12 +232,12 @@ class _HookedLoop(WorkerLoop):
     ) -> Ended:
         message = self._message(job)
         message.task_inst = task
-        self.running, self.outcome.succeeded = message, None
+        self.running = message
         try:
             ended = super()._execute(queue, job, task, args, kwargs, batch)
         finally:
             self.running = None
-        if self.outcome.succeeded:
+        if ended[0] == "completed":
             self._ran += 1
             self.front._on_task_succeeded(message, self._time_remaining())
         elif self.give_back_when_stopped == job.jid:

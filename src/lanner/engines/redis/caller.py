@@ -102,17 +102,7 @@ class LuaCaller:
             pipe.evalsha(self._sha, 0, *argv)
         pipe.execute_command("WAIT", self._wait, self._wait_ms)  # type: ignore[no-untyped-call]
         reply, replicas = pipe.execute(raise_on_error=False)
-        if isinstance(reply, Exception):
-            raise reply
-        if isinstance(replicas, Exception):
-            raise replicas
-        if int(replicas) < self._wait:
-            raise EngineUnavailable(
-                f"{argv[0]}: done on the primary, but {replicas} of the {self._wait} replica(s) "
-                f"asked for (wait={self._wait}) confirmed it within {self._wait_ms} ms: "
-                "a failover now could lose it"
-            )
-        return reply
+        return waited(reply, replicas, self._wait, self._wait_ms, f"{argv[0]}: done on the primary")
 
     @staticmethod
     def is_missing(reply: object) -> bool:
@@ -120,3 +110,18 @@ class LuaCaller:
         return isinstance(reply, NoScriptError) or (
             isinstance(reply, ResponseError) and str(reply).startswith("Function not found")
         )
+
+
+def waited(reply: Any, replicas: Any, wait: int, wait_ms: int, done: str) -> Any:
+    """The reply of a durable call followed by WAIT, once `wait` replicas confirmed it
+    (`done`: what the error says was done where)."""
+    if isinstance(reply, Exception):
+        raise reply
+    if isinstance(replicas, Exception):
+        raise replicas
+    if int(replicas) < wait:
+        raise EngineUnavailable(
+            f"{done}, but {replicas} of the {wait} replica(s) asked for (wait={wait}) "
+            f"confirmed it within {wait_ms} ms: a failover now could lose it"
+        )
+    return reply

@@ -41,42 +41,23 @@ from typing import Any, Final
 
 from redis.exceptions import ResponseError
 
-from lanner import checks
-from lanner.engine import Capability, Engine
+from lanner import checks, records
+from lanner.engine import Capability
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
 from lanner.engines.redis.caller import LuaCaller
-from lanner.engines.redis.connection import (
-    RedisOptions,
-    impatient,
-    parse_url,
-    redis_client,
-    unreachable,
-)
+from lanner.engines.redis.connection import RedisOptions, parse_url, redis_client, unreachable
 from lanner.engines.redis.events import RedisEventStream
+from lanner.engines.redis.family import RedisFamilyEngine, core_argv, put_jobs
 from lanner.engines.redis.sentinel import close_sentinels
 from lanner.errors import JobNotFound
 from lanner.events import EventStream
 from lanner.job import Job
-from lanner.records import (
-    ConfigValue,
-    FlowBucket,
-    FlowKey,
-    FlowState,
-    JobOutcome,
-    JobPage,
-    QueueCounts,
-    QueueStats,
-    QueueUsage,
-    RecurringJob,
-    WorkerCounts,
-    WorkerJobs,
-)
 
 _CONFIG_KEY: Final = "ql:config"
 
 
-class RedisEngine(Engine):
+class RedisEngine(RedisFamilyEngine):
     """The Redis engine. Safe to share between threads (and usable after fork)."""
 
     name = "redis"
@@ -105,16 +86,8 @@ class RedisEngine(Engine):
             self.close()
             raise
 
-    @property
-    def max_data_bytes(self) -> int:
-        return self.options.max_data_bytes
-
     def __repr__(self) -> str:
         return f"RedisEngine({self.address!r})"
-
-    def reopen(self, *, max_wait: float | None = None) -> RedisEngine:
-        options = self.options if max_wait is None else impatient(self.options, max_wait)
-        return RedisEngine(self._url, options=options)
 
     def close(self) -> None:
         for client in (self._client, self._blocking):
@@ -134,17 +107,16 @@ class RedisEngine(Engine):
         confirmed by replicas with the `wait` option."""
         try:
             with unreachable(self.address):
-                argv = [command, repr(now), *map(arguments.text, args)]
-                return self._lua.call(argv, durable)
+                return self._lua.call(core_argv(command, now, args), durable)
         except ResponseError as error:
             raise replies.translate(name or command, str(error)) from None
 
     # -- configuration --------------------------------------------------------------------
-    def _config_get(self, key: str) -> ConfigValue | None:
+    def _config_get(self, key: str) -> records.ConfigValue | None:
         with unreachable(self.address):
             return replies.setting(key, self._client.hget(_CONFIG_KEY, key))
 
-    def _config_all(self) -> dict[str, ConfigValue]:
+    def _config_all(self) -> dict[str, records.ConfigValue]:
         with unreachable(self.address):
             return replies.settings(self._client.hgetall(_CONFIG_KEY))
 
@@ -156,16 +128,7 @@ class RedisEngine(Engine):
 
     # -- putting work ---------------------------------------------------------------------
     def _put(self, command: str, checked: checks.Put) -> list[str]:
-        if command == "put_many":
-            payload = arguments.put_many(checked.jobs)
-            reply = self._call(
-                "lanner.put_many", checked.now, "", payload, name=command, durable=True
-            )
-            return [str(jid) for jid in reply]
-        # put and requeue: the core's own commands, which qless clients also call.
-        [job] = checked.jobs
-        args = arguments.put(job, checked.worker)
-        return [str(self._call(command, checked.now, *args, durable=True))]
+        return put_jobs(self._call, command, checked.jobs, checked)
 
     # -- taking work ----------------------------------------------------------------------
     def _pop(self, command: checks.Pop) -> list[Job]:
@@ -238,7 +201,7 @@ class RedisEngine(Engine):
     def _multiget(self, command: checks.Jids) -> list[Job]:
         return replies.jobs(self._call("lanner.multiget", command.now, *command.jids))
 
-    def _outcomes(self, command: checks.Jids) -> list[JobOutcome]:
+    def _outcomes(self, command: checks.Jids) -> list[records.JobOutcome]:
         return replies.outcomes(self._call("lanner.outcomes", command.now, *command.jids))
 
     def _wait(self, command: checks.Wait) -> Job | None:
@@ -246,25 +209,27 @@ class RedisEngine(Engine):
             return blocking.wait(self._call, self._blocking, command)
 
     # -- queues ---------------------------------------------------------------------------
-    def _queues(self, now: float) -> list[QueueCounts]:
+    def _queues(self, now: float) -> list[records.QueueCounts]:
         reply = json.loads(self._call("queues", now))
         return sorted((replies.counts(obj) for obj in replies.as_list(reply)), key=_by_name)
 
-    def _queue_counts(self, command: checks.QueueAt) -> QueueCounts:
+    def _queue_counts(self, command: checks.QueueAt) -> records.QueueCounts:
         reply = self._call("queues", command.now, command.queue, name="queue_counts")
         return replies.counts(json.loads(reply))
 
-    def _flow_state(self, now: float) -> FlowState:
+    def _flow_state(self, now: float) -> records.FlowState:
         reply = json.loads(self._call("lanner.flow_state", now, name="flow_state"))
-        return FlowState(
-            tuple(FlowKey(str(k), int(r), int(c), int(h)) for k, r, c, h in reply["keys"]),
+        return records.FlowState(
+            tuple(records.FlowKey(str(k), int(r), int(c), int(h)) for k, r, c, h in reply["keys"]),
             tuple(
-                FlowBucket(str(b), int(limit), float(period), int(recent), int(held), float(at))
+                records.FlowBucket(
+                    str(b), int(limit), float(period), int(recent), int(held), float(at)
+                )
                 for b, limit, period, recent, held, at in reply["buckets"]
             ),
         )
 
-    def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
+    def _queue_usage(self, command: checks.QueueAt) -> records.QueueUsage:
         reply = self._call("lanner.usage", command.now, command.queue, name="queue_usage")
         return replies.usage(command.queue, reply)
 
@@ -285,9 +250,9 @@ class RedisEngine(Engine):
     def _failed_groups(self, now: float) -> dict[str, int]:
         return replies.groups(self._call("failed", now, name="failed_groups"))
 
-    def _failed(self, command: checks.Page) -> JobPage:
+    def _failed(self, command: checks.Page) -> records.JobPage:
         page = json.loads(self._call("failed", command.now, *arguments.page(command)))
-        return JobPage(int(page["total"]), tuple(self._objects(page["jobs"], command.now)))
+        return records.JobPage(int(page["total"]), tuple(self._objects(page["jobs"], command.now)))
 
     def _objects(self, jids: Any, now: float) -> list[Job]:
         wanted = [str(jid) for jid in replies.as_list(jids)]
@@ -310,12 +275,12 @@ class RedisEngine(Engine):
         reply = self._call("tag", command.now, verb, command.jid, *command.tags, name=name)
         return [str(tag) for tag in replies.as_list(json.loads(reply))]
 
-    def _tagged(self, command: checks.Page) -> JobPage:
+    def _tagged(self, command: checks.Page) -> records.JobPage:
         page = json.loads(
             self._call("tag", command.now, *arguments.page(command, "get"), name="tagged")
         )
         jobs = self._objects(page["jobs"], command.now) if command.limit else []
-        return JobPage(int(page["total"]), tuple(jobs))
+        return records.JobPage(int(page["total"]), tuple(jobs))
 
     def _tags_top(self, command: checks.Page) -> list[str]:
         reply = self._call("tag", command.now, *arguments.page(command, "top"), name="tags_top")
@@ -336,13 +301,13 @@ class RedisEngine(Engine):
         return [replies.job(obj) for obj in replies.as_list(reply.get("jobs"))]
 
     # -- statistics and workers -----------------------------------------------------------
-    def _stats(self, command: checks.Stats, now: float) -> QueueStats:
+    def _stats(self, command: checks.Stats, now: float) -> records.QueueStats:
         return replies.stats(self._call("stats", now, command.queue, command.date))
 
-    def _workers(self, now: float) -> list[WorkerCounts]:
+    def _workers(self, now: float) -> list[records.WorkerCounts]:
         return replies.workers(self._call("workers", now))
 
-    def _worker_jobs(self, command: checks.WorkerAt) -> WorkerJobs:
+    def _worker_jobs(self, command: checks.WorkerAt) -> records.WorkerJobs:
         reply = self._call("workers", command.now, command.worker, name="worker_jobs")
         return replies.worker_jobs(reply)
 
@@ -356,7 +321,7 @@ class RedisEngine(Engine):
     def _unrecur(self, jid: str, now: float) -> None:
         self._call("unrecur", now, jid, durable=True)
 
-    def _recur_get(self, jid: str, now: float) -> RecurringJob | None:
+    def _recur_get(self, jid: str, now: float) -> records.RecurringJob | None:
         reply = self._call("recur.get", now, jid, name="recur_get")
         return None if reply is None else replies.recurring(reply)
 
@@ -370,5 +335,5 @@ class RedisEngine(Engine):
         return [str(tag) for tag in replies.as_list(json.loads(reply))]
 
 
-def _by_name(counts: QueueCounts) -> str:
+def _by_name(counts: records.QueueCounts) -> str:
     return counts.name

@@ -1,7 +1,8 @@
 """Benchmarks of lanner on this machine: `lanner bench ...` and the helpers behind it.
 
     cli         the `lanner bench` group: every benchmark's command, registered
-    cli_shared  what the commands share: progress bars, SIGTERM, one-line errors, --url
+    cli_shared  what the commands share: progress bars, SIGTERM, one-line errors, options
+                (--url, --json, --jobs, --batch, --samples, -c), results tables, footers
     engine_cli  the commands of engine, depth and shards, and how their results print
     pool_cli    the commands of pool, io, idle and transactional, and how their results print
     servers_cli the commands of kestrel and web, and how their results print

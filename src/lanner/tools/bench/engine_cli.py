@@ -12,19 +12,22 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console, Group
 from rich.table import Table
-from rich.text import Text
 
 from lanner import limits
 from lanner.commands.bounded import BoundedInt
 from lanner.tools.bench.cli_shared import (
     about,
+    add_pickup,
+    batch_option,
+    jobs_option,
+    json_option,
     measured,
+    measurements,
+    samples_option,
+    show,
+    store_about,
     store_url_option,
-)
-from lanner.tools.bench.common import (
-    DEFAULT_BATCH,
-    DEFAULT_JOBS,
-    DEFAULT_SAMPLES,
+    warn_store_kept,
 )
 
 if TYPE_CHECKING:
@@ -33,27 +36,9 @@ if TYPE_CHECKING:
 
 @click.command("engine")
 @store_url_option("Engine to measure")
-@click.option(
-    "--jobs",
-    type=BoundedInt(1, limits.MAX_RUN_JOBS),
-    default=DEFAULT_JOBS,
-    show_default=True,
-    help="Jobs per throughput phase.",
-)
-@click.option(
-    "--batch",
-    type=BoundedInt(1, limits.MAX_BATCH_SIZE),
-    default=DEFAULT_BATCH,
-    show_default=True,
-    help="Jobs per put_many, and per pop in the drain phases.",
-)
-@click.option(
-    "--samples",
-    type=BoundedInt(1, limits.MAX_RUN_JOBS),
-    default=DEFAULT_SAMPLES,
-    show_default=True,
-    help="Pickup-latency samples.",
-)
+@jobs_option("Jobs per throughput phase.")
+@batch_option("Jobs per put_many, and per pop in the drain phases.")
+@samples_option()
 @click.option(
     "--result-bytes",
     type=click.IntRange(min=0),
@@ -61,7 +46,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="Each drained job keeps a result (JSON text) of this many bytes; 0: none.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def engine_command(
     url: str | None, jobs: int, batch: int, samples: int, result_bytes: int, as_json: bool
 ) -> None:
@@ -75,26 +60,15 @@ def engine_command(
     """
     from lanner.tools.bench.engine import run_engine_benchmark
 
-    errors = Console(stderr=True)
-    if url is not None:
-        errors.print(
-            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
-            f"the benchmark leaves {2 * jobs + samples + 1} completed jobs in it.",
-            highlight=False,
-        )
+    warn_store_kept(url, 2 * jobs + samples + 1)
     result = measured(
         lambda progress: run_engine_benchmark(url, jobs, batch, samples, progress, result_bytes)
     )
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        Console().print(results_view(result))
+    show(result, as_json, lambda: results_view(result))
 
 
 def results_table(result: EngineBenchResult) -> Table:
-    table = Table(title=f"lanner engine benchmark, {result.jobs:,} jobs")
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
+    table = measurements(f"lanner engine benchmark, {result.jobs:,} jobs")
     kept = f", {result.result_bytes} B results" if result.result_bytes else ""
     rates = [
         ("put, 1 job per call", result.put_single_per_s),
@@ -105,9 +79,7 @@ def results_table(result: EngineBenchResult) -> Table:
     for label, rate in rates:
         table.add_row(label, f"{rate:,.0f} jobs/s")
     pickup = result.pickup_ms
-    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("p99", pickup.p99)):
-        table.add_row(f"pickup latency {label}", f"{ms:.2f} ms")
-    table.add_row(f"pickup latency max ({pickup.count} samples)", f"{pickup.max:.2f} ms")
+    add_pickup(table, pickup)
     if (floor := result.pickup_floor_ms) is not None:
         for label, ms in (("p50", floor.p50), ("p99", floor.p99)):
             table.add_row(f"pickup floor {label} (bare LPUSH to BLPOP)", f"{ms:.2f} ms")
@@ -125,15 +97,9 @@ def results_table(result: EngineBenchResult) -> Table:
 
 def results_view(result: EngineBenchResult) -> Group:
     """The results table, then what was measured, on what."""
-    machine = result.machine
-    synchronous = "" if result.synchronous is None else f"synchronous={result.synchronous}  "
-    about = Text(
-        f"engine: {result.url}\n{synchronous}batch: {result.batch}  samples: {result.samples}\n"
-        f"{machine.platform}, {machine.cpu_count} CPUs\n"
-        f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
-        style="dim",
-    )
-    return Group(results_table(result), about)
+    settings = f"batch: {result.batch}  samples: {result.samples}"
+    footer = store_about(f"engine: {result.url}", result.synchronous, settings, result.machine)
+    return Group(results_table(result), footer)
 
 
 @click.command("depth")
@@ -144,7 +110,7 @@ def results_view(result: EngineBenchResult) -> Group:
               help="Queues the jobs are spread over.")  # fmt: skip
 @click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=200, show_default=True,
               help="pop + complete (and single put) samples at each depth.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def depth_command(url: str | None, depths: str, queues: int, samples: int, as_json: bool) -> None:
     """Measure an engine with a deep backlog: put_many rate while filling, pop + complete
     and single-put latency, `lanner status` time, bytes per job and RSS at each depth."""
@@ -174,7 +140,7 @@ def depth_command(url: str | None, depths: str, queues: int, samples: int, as_js
               help="Queues the jobs are spread over.")  # fmt: skip
 @click.option("--single", default=None, metavar="URL",
               help="A Redis (redis://...) to run the same work on first (baseline).")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json: bool) -> None:
     """Measure the Redis CPU per job of each shard of a Redis Cluster, with the queues
     spread over the primaries, then all served by one."""
@@ -197,13 +163,12 @@ def shards_command(url: str, jobs: int, queues: int, single: str | None, as_json
 
 @click.command("publish")
 @store_url_option("Store to publish to")
-@click.option("--jobs", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=2000, show_default=True,
-              help="Jobs published in all, one .delay() each.")  # fmt: skip
+@jobs_option("Jobs published in all, one .delay() each.", default=2000)
 @click.option("--threads", type=BoundedInt(1, 256), default=1, show_default=True,
               help="Publishing threads in each process.")  # fmt: skip
 @click.option("--processes", type=BoundedInt(1, 64), default=1, show_default=True,
               help="Publishing processes.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def publish_command(
     url: str | None, jobs: int, threads: int, processes: int, as_json: bool
 ) -> None:
@@ -217,9 +182,7 @@ def publish_command(
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    table = Table(title=f"{jobs:,} single .delay() calls, {processes} × {threads} threads")
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
+    table = measurements(f"{jobs:,} single .delay() calls, {processes} × {threads} threads")
     table.add_row("publishes", f"{result.per_s:,.0f} jobs/s")
     table.add_row("publisher CPU", f"{result.cpu_us:,.0f} µs per publish")
     for label, ms in result.latency_ms.items():

@@ -11,23 +11,28 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console, Group
 from rich.table import Table
-from rich.text import Text
 
 from lanner import limits
 from lanner.commands.bounded import BoundedInt
 from lanner.errors import LannerError
 from lanner.tools.bench.cli_shared import (
     about,
+    add_pickup,
+    batch_option,
+    concurrency_option,
     exit_on_sigterm,
+    jobs_option,
+    json_option,
     measured,
+    measurements,
+    samples_option,
+    show,
+    store_about,
     store_url_option,
+    warn_store_kept,
 )
 from lanner.tools.bench.common import (
-    DEFAULT_BATCH,
-    DEFAULT_CONCURRENCY,
     DEFAULT_IO_JOBS,
-    DEFAULT_JOBS,
-    DEFAULT_SAMPLES,
     DEFAULT_SLEEP_MS,
     DEFAULT_TASKS_PER_PROCESS,
     BenchError,
@@ -40,36 +45,11 @@ if TYPE_CHECKING:
 
 @click.command("pool")
 @store_url_option("Store to measure")
-@click.option(
-    "--jobs",
-    type=BoundedInt(1, limits.MAX_RUN_JOBS),
-    default=DEFAULT_JOBS,
-    show_default=True,
-    help="No-op jobs published and drained; a tenth of it for single publishes and 10 ms jobs.",
-)
-@click.option(
-    "-c",
-    "--concurrency",
-    type=BoundedInt(1, limits.MAX_PROCESSES),
-    default=DEFAULT_CONCURRENCY,
-    show_default=True,
-    help="Worker processes in the pool.",
-)
-@click.option(
-    "--batch",
-    type=BoundedInt(1, limits.MAX_BATCH_SIZE),
-    default=DEFAULT_BATCH,
-    show_default=True,
-    help="Jobs per publish_many, and the queue's batch_size (jobs per pop).",
-)
-@click.option(
-    "--samples",
-    type=BoundedInt(1, limits.MAX_RUN_JOBS),
-    default=DEFAULT_SAMPLES,
-    show_default=True,
-    help="Pickup-latency samples.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@jobs_option("No-op jobs published and drained; a tenth of it for single publishes and 10 ms jobs.")
+@concurrency_option(BoundedInt(1, limits.MAX_PROCESSES))
+@batch_option("Jobs per publish_many, and the queue's batch_size (jobs per pop).")
+@samples_option()
+@json_option()
 def pool_command(
     url: str | None, jobs: int, concurrency: int, batch: int, samples: int, as_json: bool
 ) -> None:
@@ -82,29 +62,17 @@ def pool_command(
     """
     from lanner.tools.bench.pool import run_pool_benchmark
 
-    errors = Console(stderr=True)
-    if url is not None:
-        left = jobs + max(1, jobs // 10) + samples
-        errors.print(
-            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
-            f"the benchmark leaves {left} completed jobs in it.",
-            highlight=False,
-        )
+    warn_store_kept(url, jobs + max(1, jobs // 10) + samples)
     result = measured(
         lambda progress: run_pool_benchmark(url, jobs, concurrency, batch, samples, progress)
     )
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        Console().print(pool_results_view(result))
+    show(result, as_json, lambda: pool_results_view(result))
 
 
 def pool_results_table(result: PoolBenchResult) -> Table:
-    table = Table(
-        title=f"lanner pool benchmark, {result.jobs:,} jobs, {result.concurrency} processes"
+    table = measurements(
+        f"lanner pool benchmark, {result.jobs:,} jobs, {result.concurrency} processes"
     )
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
     rates = [
         (f"enqueue, task.delay() ({result.single_jobs:,} jobs)", result.enqueue_single_per_s),
         (f"enqueue, publish_many() of {result.batch}", result.enqueue_batch_per_s),
@@ -119,9 +87,7 @@ def pool_results_table(result: PoolBenchResult) -> Table:
     )
     table.add_row("pool start to first job finished", f"{result.startup_s * 1000:.0f} ms")
     pickup = result.pickup_ms
-    for label, ms in (("p50", pickup.p50), ("p95", pickup.p95), ("p99", pickup.p99)):
-        table.add_row(f"pickup latency {label}", f"{ms:.2f} ms")
-    table.add_row(f"pickup latency max ({pickup.count} samples)", f"{pickup.max:.2f} ms")
+    add_pickup(table, pickup)
     table.add_row(
         f"drain 10 ms jobs ({result.sleep_jobs:,}; ideal {result.sleep_ideal_per_s:,.0f}/s)",
         f"{result.drain_sleep10ms_per_s:,.0f} jobs/s",
@@ -131,16 +97,9 @@ def pool_results_table(result: PoolBenchResult) -> Table:
 
 def pool_results_view(result: PoolBenchResult) -> Group:
     """The results table, then what was measured, on what."""
-    machine = result.machine
-    synchronous = "" if result.synchronous is None else f"synchronous={result.synchronous}  "
-    about = Text(
-        f"store: {result.url}\n{synchronous}batch: {result.batch}  "
-        f"processes: {result.concurrency}  samples: {result.samples}\n"
-        f"{machine.platform}, {machine.cpu_count} CPUs\n"
-        f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
-        style="dim",
-    )
-    return Group(pool_results_table(result), about)
+    settings = f"batch: {result.batch}  processes: {result.concurrency}  samples: {result.samples}"
+    footer = store_about(f"store: {result.url}", result.synchronous, settings, result.machine)
+    return Group(pool_results_table(result), footer)
 
 
 @click.command("io")
@@ -149,8 +108,7 @@ def pool_results_view(result: PoolBenchResult) -> Group:
               help="Jobs published, then drained.")  # fmt: skip
 @click.option("--sleep-ms", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_SLEEP_MS,
               show_default=True, help="What each job waits, in milliseconds.")  # fmt: skip
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
-              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@concurrency_option()
 @click.option("-t", "--tasks-per-process", type=click.IntRange(min=1),
               default=DEFAULT_TASKS_PER_PROCESS, show_default=True,
               help="Jobs each process runs at once.")  # fmt: skip
@@ -158,7 +116,7 @@ def pool_results_view(result: PoolBenchResult) -> Group:
               help="Of those, how many sync tasks may run at once, in threads.")  # fmt: skip
 @click.option("--kind", type=click.Choice(["async", "sync"]), default="async", show_default=True,
               help="async: `await asyncio.sleep`; sync: `time.sleep`.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def io_command(
     url: str | None,
     jobs: int,
@@ -178,30 +136,20 @@ def io_command(
     """
     from lanner.tools.bench.io import run_io_benchmark
 
-    if url is not None:
-        Console(stderr=True).print(
-            f"[yellow]warning:[/] measuring {url}: it should be an empty store; "
-            f"the benchmark leaves {jobs} completed jobs in it.",
-            highlight=False,
-        )
+    warn_store_kept(url, jobs)
     result = measured(
         lambda progress: run_io_benchmark(
             url, jobs, sleep_ms, concurrency, tasks_per_process, threads, kind, progress
         )
     )
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-        return
-    Console().print(io_results_view(result))
+    show(result, as_json, lambda: io_results_view(result))
 
 
 def io_results_view(result: IoBenchResult) -> Group:
     """The results table, then what was measured, on what."""
-    table = Table(
-        title=f"lanner io benchmark, {result.jobs:,} {result.kind} jobs of {result.sleep_ms:g} ms"
+    table = measurements(
+        f"lanner io benchmark, {result.jobs:,} {result.kind} jobs of {result.sleep_ms:g} ms"
     )
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
     at_once = f"{result.concurrency} processes x {result.at_once_per_process} at once"
     table.add_row("drain, from pool start", f"{result.drain_per_s:,.0f} jobs/s")
     share = result.drain_per_s / result.ceiling_per_s
@@ -213,28 +161,23 @@ def io_results_view(result: IoBenchResult) -> Group:
     rss = ", ".join(f"{mb:.1f}" for mb in result.rss_mb)
     table.add_row(f"memory per process (RSS: {rss})", f"{result.rss_mb_mean:.1f} MB")
     table.add_row("enqueue, publish_many() of 100", f"{result.enqueue_per_s:,.0f} jobs/s")
-    machine = result.machine
-    synchronous = "" if result.synchronous is None else f"synchronous={result.synchronous}  "
-    about = Text(
-        f"store: {result.url}\n{synchronous}tasks per process: {result.tasks_per_process}  "
-        f"threads: {result.threads}  event loop: {result.event_loop}\n"
-        f"{machine.platform}, {machine.cpu_count} CPUs\n"
-        f"Python {machine.python}, SQLite {machine.sqlite}, lanner {machine.lanner}",
-        style="dim",
+    settings = (
+        f"tasks per process: {result.tasks_per_process}  threads: {result.threads}  "
+        f"event loop: {result.event_loop}"
     )
-    return Group(table, about)
+    footer = store_about(f"store: {result.url}", result.synchronous, settings, result.machine)
+    return Group(table, footer)
 
 
 @click.command("idle")
 @store_url_option("Store the idle pool serves")
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
-              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@concurrency_option()
 @click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="How long the idle processes are measured.")  # fmt: skip
 @click.option("--samples", type=click.IntRange(min=1), default=20, show_default=True,
               help="Pickup-latency samples, after the idle time.")  # fmt: skip
 @click.option("--web", is_flag=True, help="Also measure an idle dashboard (lanner web).")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def idle_command(
     url: str | None, concurrency: int, seconds: float, samples: int, web: bool, as_json: bool
 ) -> None:
@@ -248,9 +191,7 @@ def idle_command(
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    table = Table(title=f"lanner idle pool, {concurrency} processes, {seconds:g} s")
-    table.add_column("measurement")
-    table.add_column("result", justify="right")
+    table = measurements(f"lanner idle pool, {concurrency} processes, {seconds:g} s")
     table.add_row("CPU, supervisor", f"{result.supervisor_cpu_pct:.2f} % of a core")
     for number, cpu in enumerate(result.worker_cpu_pct, 1):
         table.add_row(f"CPU, worker {number}", f"{cpu:.2f} % of a core")
@@ -270,10 +211,9 @@ def idle_command(
               show_default=True, help="Transactions, every other one rolled back.")  # fmt: skip
 @click.option("--kill-ms", type=click.FloatRange(min=1), default=100.0, show_default=True,
               help="Each publisher is killed at a random time up to this.")  # fmt: skip
-@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=DEFAULT_CONCURRENCY,
-              show_default=True, help="Worker processes in the pool.")  # fmt: skip
+@concurrency_option()
 @click.option("--seed", type=int, help="Seed of the kill times.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def transactional_command(
     broker: str | None,
     transactions: int,
@@ -296,9 +236,7 @@ def transactional_command(
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        table = Table(title=f"lanner transactional publishing, {transactions} transactions")
-        table.add_column("measurement")
-        table.add_column("result", justify="right")
+        table = measurements(f"lanner transactional publishing, {transactions} transactions")
         for label, value in (
             ("committed", result.committed),
             ("rolled back", result.rolled_back),

@@ -16,6 +16,7 @@ from lanner import limits
 from lanner.commands.bounded import BoundedInt
 from lanner.tools.bench.cli_shared import (
     about,
+    json_option,
     measured,
     store_url_option,
 )
@@ -37,7 +38,7 @@ from lanner.tools.bench.cli_shared import (
               show_default=True, help="`lanner serve --processes`.")  # fmt: skip
 @click.option("--value-bytes", type=click.IntRange(min=0), default=100, show_default=True,
               help="Size of each item.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def kestrel_command(
     url: str | None,
     connections: tuple[int, ...],
@@ -95,7 +96,7 @@ def kestrel_command(
               show_default=True, help="Jobs in the store while the pages are fetched.")  # fmt: skip
 @click.option("--samples", type=BoundedInt(1, limits.MAX_RUN_JOBS), default=20, show_default=True,
               help="Fetches of each page.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
+@json_option()
 def web_command(url: str | None, jobs: int, samples: int, as_json: bool) -> None:
     """Measure the dashboard: engine commands and time per page, on a store of N jobs."""
     try:

@@ -28,7 +28,7 @@ from redis.exceptions import AskError, MovedError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from lanner.engines.redis.caller import LuaCaller, LuaMode
+from lanner.engines.redis.caller import LuaCaller, LuaMode, waited
 from lanner.engines.redis.script import build_library, build_script, library_name, script_sha
 from lanner.errors import EngineUnavailable
 
@@ -107,17 +107,8 @@ class ClusterCaller:
                 # Refused unrun: the slot is served elsewhere now.
                 self._client.nodes_manager.initialize()
                 continue
-            if isinstance(reply, Exception):
-                raise reply
-            if isinstance(replicas, Exception):
-                raise replicas
-            if int(replicas) < self._wait:
-                raise EngineUnavailable(
-                    f"{argv[0]}: done on the primary {node.name}, but {replicas} of the "
-                    f"{self._wait} replica(s) asked for (wait={self._wait}) confirmed it within "
-                    f"{self._wait_ms} ms: a failover now could lose it"
-                )
-            return reply
+            done = f"{argv[0]}: done on the primary {node.name}"
+            return waited(reply, replicas, self._wait, self._wait_ms, done)
         raise EngineUnavailable(f"{argv[0]}: the slot of {partition} kept moving")
 
 

@@ -24,12 +24,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 from redis.exceptions import ResponseError
 
-from lanner import checks
-from lanner.engine import Capability, Engine
+from lanner import checks, records
+from lanner.engine import Capability
 from lanner.engines.redis import arguments, blocking, replies
 from lanner.engines.redis.arguments import Arg
 from lanner.engines.redis.cluster import flow, gather, transfer
@@ -43,21 +44,10 @@ from lanner.engines.redis.cluster.caller import ClusterCaller
 from lanner.engines.redis.cluster.partitions import CONFIG, GLOBAL, Partitions, key, of_queue
 from lanner.engines.redis.connection import RedisOptions, impatient, one_shot
 from lanner.engines.redis.events import RedisEventStream
+from lanner.engines.redis.family import RedisFamilyEngine, core_argv, put_jobs
 from lanner.errors import JobNotFound, Unsupported
 from lanner.events import EventStream
 from lanner.job import Job
-from lanner.records import (
-    ConfigValue,
-    FlowState,
-    JobOutcome,
-    JobPage,
-    QueueCounts,
-    QueueStats,
-    QueueUsage,
-    RecurringJob,
-    WorkerCounts,
-    WorkerJobs,
-)
 
 _SCATTER_PAGE: Final = 10_000
 """The most jids a merged listing reads from each partition (offset + count)."""
@@ -75,7 +65,7 @@ def open_cluster(
     return RedisClusterEngine(url, options=options)
 
 
-class RedisClusterEngine(Engine):
+class RedisClusterEngine(RedisFamilyEngine):
     """The Redis engine on Redis Cluster. Safe to share between threads."""
 
     name = "redis-cluster"
@@ -114,16 +104,8 @@ class RedisClusterEngine(Engine):
             self.close()
             raise
 
-    @property
-    def max_data_bytes(self) -> int:
-        return self.options.max_data_bytes
-
     def __repr__(self) -> str:
         return f"RedisClusterEngine({self.address!r})"
-
-    def reopen(self, *, max_wait: float | None = None) -> RedisClusterEngine:
-        options = self.options if max_wait is None else impatient(self.options, max_wait)
-        return RedisClusterEngine(self._url, options=options)
 
     def close(self) -> None:
         self.client.close()
@@ -147,8 +129,7 @@ class RedisClusterEngine(Engine):
         a failover would lose a job or run one again, confirmed by replicas with `wait`."""
         try:
             with reachable(self.address):
-                argv = [command, repr(now), *map(arguments.text, args)]
-                return self._lua.call(partition, argv, durable)
+                return self._lua.call(partition, core_argv(command, now, args), durable)
         except ResponseError as error:
             raise replies.translate(name or command, str(error)) from None
 
@@ -209,11 +190,11 @@ class RedisClusterEngine(Engine):
             )  # fmt: skip
 
     # -- configuration --------------------------------------------------------------------
-    def _config_get(self, key_name: str) -> ConfigValue | None:
+    def _config_get(self, key_name: str) -> records.ConfigValue | None:
         with reachable(self.address):
             return replies.setting(key_name, self.client.hget(CONFIG, key_name))
 
-    def _config_all(self) -> dict[str, ConfigValue]:
+    def _config_all(self) -> dict[str, records.ConfigValue]:
         with reachable(self.address):
             return replies.settings(self.client.hgetall(CONFIG))
 
@@ -261,23 +242,12 @@ class RedisClusterEngine(Engine):
     def put_in(
         self, partition: str, command: str, jobs: list[Any], checked: checks.Put
     ) -> list[str]:
-        if command == "put_many":
-            payload = arguments.put_many(jobs)
-            reply = self.call_in(
-                partition, "lanner.put_many", checked.now, "", payload, name=command, durable=True
-            )
-            return [str(jid) for jid in reply]
-        [job] = jobs
-        args = arguments.put(job, checked.worker)
-        return [str(self.call_in(partition, command, checked.now, *args, durable=True))]
+        return put_jobs(partial(self.call_in, partition), command, jobs, checked)
 
     # -- taking work ----------------------------------------------------------------------
     def _pop(self, command: checks.Pop) -> list[Job]:
         partition = of_queue(command.queue)
-
-        def call(core_command: str, now: float, *args: Arg, **kw: Any) -> Any:
-            return self.call_in(partition, core_command, now, *args, **kw)
-
+        call = partial(self.call_in, partition)
         with reachable(self.address):
             self.partitions.register(partition)
             jobs = blocking.pop(call, self._blocking, command, partition + ":")
@@ -379,7 +349,7 @@ class RedisClusterEngine(Engine):
         found = {job.jid: job for answer in answers for job in answer}
         return [found[jid] for jid in command.jids if jid in found]
 
-    def _outcomes(self, command: checks.Jids) -> list[JobOutcome]:
+    def _outcomes(self, command: checks.Jids) -> list[records.JobOutcome]:
         answers = self._by_job(command.jids, lambda p, jids: replies.outcomes(
             self.call_in(p, "lanner.outcomes", command.now, *jids)))  # fmt: skip
         found = {outcome.jid: outcome for answer in answers for outcome in answer}
@@ -387,9 +357,7 @@ class RedisClusterEngine(Engine):
 
     def _wait(self, command: checks.Wait) -> Job | None:
         def waited(partition: str) -> Job | None:
-            def call(core_command: str, now: float, *args: Arg, **kw: Any) -> Any:
-                return self.call_in(partition, core_command, now, *args, **kw)
-
+            call = partial(self.call_in, partition)
             with reachable(self.address):
                 return blocking.wait(call, self._blocking, command, partition + ":")
 
@@ -397,18 +365,18 @@ class RedisClusterEngine(Engine):
         return result
 
     # -- queues ---------------------------------------------------------------------------
-    def _queues(self, now: float) -> list[QueueCounts]:
+    def _queues(self, now: float) -> list[records.QueueCounts]:
         return gather.queues(self._every("queues", now))
 
-    def _queue_counts(self, command: checks.QueueAt) -> QueueCounts:
+    def _queue_counts(self, command: checks.QueueAt) -> records.QueueCounts:
         reply = self._in_queue(command.queue, "queues", command.now, command.queue,
                                name="queue_counts")  # fmt: skip
         return replies.counts(json.loads(reply))
 
-    def _flow_state(self, now: float) -> FlowState:
+    def _flow_state(self, now: float) -> records.FlowState:
         return flow.state(self._every("lanner.flow_state", now, name="flow_state"))
 
-    def _queue_usage(self, command: checks.QueueAt) -> QueueUsage:
+    def _queue_usage(self, command: checks.QueueAt) -> records.QueueUsage:
         reply = self._in_queue(command.queue, "lanner.usage", command.now, command.queue,
                                name="queue_usage")  # fmt: skip
         return replies.usage(command.queue, reply)
@@ -447,7 +415,7 @@ class RedisClusterEngine(Engine):
     def _failed_groups(self, now: float) -> dict[str, int]:
         return gather.groups(self._every("failed", now, name="failed_groups"))
 
-    def _failed(self, command: checks.Page) -> JobPage:
+    def _failed(self, command: checks.Page) -> records.JobPage:
         with reachable(self.address):
             every = self.partitions.every()
         depth = min(command.offset + command.limit, _SCATTER_PAGE)
@@ -461,7 +429,9 @@ class RedisClusterEngine(Engine):
                 jobs.extend(replies.jobs(self.call_in(partition, "lanner.multiget",
                                                        command.now, *jids)))  # fmt: skip
         ordered = gather.failed_newest_first(jobs)
-        return JobPage(total, tuple(ordered[command.offset : command.offset + command.limit]))
+        return records.JobPage(
+            total, tuple(ordered[command.offset : command.offset + command.limit])
+        )
 
     def _unfail(self, command: checks.Unfail) -> int:
         """The queue's own partition first (one call), then failed jobs of the group in
@@ -493,7 +463,7 @@ class RedisClusterEngine(Engine):
             p, "tag", command.now, verb, command.jid, *command.tags, name=name))  # fmt: skip
         return [str(tag) for tag in replies.as_list(json.loads(reply))]
 
-    def _tagged(self, command: checks.Page) -> JobPage:
+    def _tagged(self, command: checks.Page) -> records.JobPage:
         end = min(command.offset + command.limit, _SCATTER_PAGE) - 1
         answers = self._read_each(lambda pipe, p: pipe.zrange(
             key(p, f"t:{command.key}"), 0, end, withscores=True))  # fmt: skip
@@ -502,7 +472,7 @@ class RedisClusterEngine(Engine):
             command.offset : command.offset + command.limit
         ]
         jobs = self._multiget(checks.Jids(jids, command.now)) if jids else []
-        return JobPage(sum(int(n) for n in totals), tuple(jobs))
+        return records.JobPage(sum(int(n) for n in totals), tuple(jobs))
 
     def _tags_top(self, command: checks.Page) -> list[str]:
         answers = self._read_each(lambda pipe, p: pipe.zrange(key(p, "tags"), 0, -1,
@@ -526,14 +496,14 @@ class RedisClusterEngine(Engine):
         return gather.tracked(self._every("track", now))
 
     # -- statistics and workers -----------------------------------------------------------
-    def _stats(self, command: checks.Stats, now: float) -> QueueStats:
+    def _stats(self, command: checks.Stats, now: float) -> records.QueueStats:
         return replies.stats(self._in_queue(command.queue, "stats", now, command.queue,
                                             command.date))  # fmt: skip
 
-    def _workers(self, now: float) -> list[WorkerCounts]:
+    def _workers(self, now: float) -> list[records.WorkerCounts]:
         return gather.workers(self._every("workers", now))
 
-    def _worker_jobs(self, command: checks.WorkerAt) -> WorkerJobs:
+    def _worker_jobs(self, command: checks.WorkerAt) -> records.WorkerJobs:
         return gather.worker_jobs(
             self._every("workers", command.now, command.worker, name="worker_jobs")
         )
@@ -555,7 +525,7 @@ class RedisClusterEngine(Engine):
     def _unrecur(self, jid: str, now: float) -> None:
         self._one_job(jid, lambda p: self.call_in(p, "unrecur", now, jid, durable=True), kind="r")
 
-    def _recur_get(self, jid: str, now: float) -> RecurringJob | None:
+    def _recur_get(self, jid: str, now: float) -> records.RecurringJob | None:
         reply = self._one_job(jid, lambda p: self.call_in(
             p, "recur.get", now, jid, name="recur_get"), kind="r")  # fmt: skip
         return None if reply is None else replies.recurring(reply)
