@@ -48,9 +48,10 @@ def test_a_worker_stopped_past_its_lease_repeats_one_job_at_most(chaos: Chaos, e
     # harness makes the hard time limit's grace longer than the stop, so that the
     # supervisor does not kill the stopped worker before its lease runs out.)
     # The harness stops a worker only at a moment when it holds jobs; on a loaded machine
-    # it may find none before the run is over, and then stages the fault again.
+    # it may find none before the run is over, and then stages the fault again. 1,000 jobs
+    # leave it seconds to find one (300 were drained first at a load of 7, three times).
     for _ in range(STAGING_TRIES):
-        report = chaos(engine, FaultPlan(stop_at=0.3))
+        report = chaos(engine, FaultPlan(stop_at=0.3), jobs=1000)
         assert report.stops == 1, report.problems()
         assert_sound(report)
         if report.stop_redelivery_max is not None:
