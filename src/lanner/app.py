@@ -31,7 +31,7 @@ from typing import Any, ParamSpec, TypeVar, Unpack, overload
 
 from lanner import instruments
 from lanner.checks import names
-from lanner.codec import Codec, JobIdentity, JSONCodec, Payload, SignedPickleCodec
+from lanner.codec import Codec, JobIdentity, JSONCodec, Payload, SignedPickleCodec, encode_json
 from lanner.engine import Capability, Engine
 from lanner.engines import open_engine, shown_url
 from lanner.errors import (
@@ -342,12 +342,18 @@ class App:
         self._check_time_limit(task, queue)
         chosen = options.jid is not None or task._get_task_id.__func__ is not _random_id  # type: ignore[attr-defined]
         jid = options.jid or task._get_task_id(*message.args, **message.kwargs)
-        payload = Payload(message.args, message.kwargs, message.app_data, headers, workflow)
-        data = self.codec.encode(payload, JobIdentity(jid, task.name, queue))
-        if len(data) > self.max_data_bytes:
+        codec = self.codec
+        if type(codec) is JSONCodec:  # the default: no Payload or JobIdentity made per job
+            parts = message.args, message.kwargs, message.app_data, headers, workflow
+            data: str = encode_json(*parts, (jid, task.name, queue))
+        else:
+            payload = Payload(message.args, message.kwargs, message.app_data, headers, workflow)
+            data = codec.encode(payload, JobIdentity(jid, task.name, queue))
+        limit = self.max_data_bytes
+        if len(data) > limit:
             raise ChubbyTaskException(
                 f"{task.name} {jid}: payload is {len(data)} bytes; the engine accepts at most "
-                f"{self.max_data_bytes}"
+                f"{limit}"
             )
         config = self.queue_config(queue)
         retries = options.retries
@@ -357,26 +363,22 @@ class App:
             inherited = "max_retries" not in vars(task)
             if config is not None and config.retries is not None and inherited:
                 retries = config.retries
+        rate_limit = config.rate_limit if config is not None else None
+        # Positional (NewJob's field order): keywords cost a NamedTuple more per job.
         new = NewJob(
-            queue=queue,
-            jid=jid,
-            klass=task.name,
-            data=data,
-            delay=options.delay,
-            priority=options.priority if options.priority is not None else task.priority,
-            tags=options.tags,
-            retries=retries,
-            depends=options.depends,
+            queue,
+            jid,
+            task.name,
+            data,
+            options.delay,
+            options.priority if options.priority is not None else task.priority,
+            options.tags,
+            retries,
+            options.depends,
             # A workflow's jids are new (lanner.workflows.plan): nothing to keep or refuse.
-            if_exists=self._if_exists(chosen and workflow is None, options.unique),
-            flow=flow_of(
-                task,
-                options.flow,
-                queue,
-                config.rate_limit if config is not None else None,
-                message.args,
-                message.kwargs,
-            ),
+            self._if_exists(chosen and workflow is None, options.unique),
+            None,  # expires_at
+            flow_of(task, options.flow, queue, rate_limit, message.args, message.kwargs),
         )
         debounce = options.debounce or getattr(task, "debounce", None)
         if (new.flow is not None or debounce is not None) and not self.eager:

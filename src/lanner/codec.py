@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from lanner import fastjson
-from lanner.checks.values import utf8_size
+from lanner.checks.values import CodecJSON, utf8_size
 from lanner.errors import (
     ArgumentError,
     BadSignature,
@@ -80,22 +80,41 @@ class JSONCodec:
     name = "json"
 
     def encode(self, payload: Payload, job: JobIdentity) -> str:
-        envelope = {
-            "v": ENVELOPE_VERSION,
-            "args": list(payload.args),
-            "kwargs": dict(payload.kwargs),
-            "app_data": payload.app_data,
-        }
-        if payload.headers:
-            envelope["headers"] = dict(payload.headers)
-        if payload.workflow is not None:
-            envelope["wf"] = payload.workflow
-        try:
-            return _COMPACT.encode(envelope)
-        except (TypeError, ValueError):
-            raise _explain(payload, job) from None
-        except RecursionError:
-            raise ArgumentError(f"{job.klass}: arguments are nested too deeply for JSON") from None
+        parts = payload.args, payload.kwargs, payload.app_data, payload.headers
+        # A plain str (what any codec returns); only the App's own puts carry a CodecJSON.
+        return str.__str__(encode_json(*parts, payload.workflow, (job.jid, job.klass, job.queue)))
+
+
+def encode_json(
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    app_data: Any,
+    headers: Mapping[str, str] | None,
+    workflow: Mapping[str, Any] | None,
+    job: tuple[str, str, str],
+) -> CodecJSON:
+    """`JSONCodec.encode` of a payload's parts, without making the `Payload` (the App's
+    publish path); `job` is (jid, klass, queue), what an error names.
+
+    Its text is a `CodecJSON`: the engine's put check need not read it again (the encoder
+    refuses NaN and Infinity, and its ASCII output is JSON that `strict_json` reads). It
+    is for the engine's put only: msgspec (`fastjson`), for one, reads no str subclass."""
+    envelope = {
+        "v": ENVELOPE_VERSION,
+        "args": list(args),
+        "kwargs": dict(kwargs),
+        "app_data": app_data,
+    }
+    if headers:
+        envelope["headers"] = dict(headers)
+    if workflow is not None:
+        envelope["wf"] = workflow
+    try:
+        return CodecJSON(_COMPACT.encode(envelope))
+    except (TypeError, ValueError):
+        raise _explain(Payload(tuple(args), kwargs, app_data), JobIdentity(*job)) from None
+    except RecursionError:
+        raise ArgumentError(f"{job[1]}: arguments are nested too deeply for JSON") from None
 
 
 class SignedPickleCodec:

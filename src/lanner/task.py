@@ -72,9 +72,12 @@ def time_ordered_id() -> str:
     """
     random_bits = int.from_bytes(os.urandom(10))  # the low 80 bits, 6 of them replaced
     value = (time.time_ns() // 1_000_000) << 80 | random_bits
-    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
-    value = value & ~(0x3 << 62) | 0x2 << 62  # variant 10 (RFC 9562)
-    return f"{value:032x}"
+    return f"{value & _UUID7_CLEARED | _UUID7_SET:032x}"
+
+
+# The version (7) and variant (10, RFC 9562) bits of `time_ordered_id`, set in one step.
+_UUID7_CLEARED: Final = ~(0xF << 76) & ~(0x3 << 62)
+_UUID7_SET: Final = 0x7 << 76 | 0x2 << 62
 
 
 _REGISTRY: dict[str, type[Task]] = {}

@@ -78,8 +78,26 @@ def now(value: float | None) -> float:
     return time.time() if value is None else timestamp(value)
 
 
+class CodecJSON(str):
+    """JSON text that lanner's JSON codec made (`lanner.codec`), which only it makes:
+    the standard library's encoder with `allow_nan=False` and ASCII output, so always
+    JSON that `strict_json` reads. `json_text` measures it instead of reading it again."""
+
+    __slots__ = ()
+
+
+# A codec's text with at most this many opening brackets nests no deeper than that, well
+# within what Python's decoder follows; one with more is read as any other text.
+_SHALLOW: Final = 100
+
+
 def json_text(value: object, what: str, limit: int) -> str:
-    """Return `value` if it is JSON text of at most `limit` UTF-8 bytes."""
+    """Return `value` if it is JSON text of at most `limit` UTF-8 bytes (as a plain str)."""
+    if type(value) is CodecJSON:
+        # A plain copy: sqlite3 binds a str subclass only after looking for an adapter.
+        value = str.__str__(value)
+        if len(value) <= limit and value.count("[") + value.count("{") <= _SHALLOW:
+            return value  # ASCII, so its length is its size
     if not isinstance(value, str):
         raise MalformedArgument(f"{what} must be JSON text (a str), not {type(value).__name__}")
     size = utf8_size(value)

@@ -66,7 +66,7 @@ def _running_job(new: NewJob) -> Job:
         jid=new.jid,
         klass=new.klass,
         queue=new.queue,
-        data=new.data,
+        data=str(new.data),  # a plain str: the App's codec makes a subclass (CodecJSON)
         priority=new.priority or 0,
         tags=tuple(new.tags or ()),
         state=JobState.RUNNING,

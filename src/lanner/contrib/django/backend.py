@@ -173,7 +173,8 @@ class LannerBackend(compat.BaseTaskBackend):  # type: ignore[misc]
             from lanner.contrib.django.outbox import write
 
             job = self.app._new_job(message)
-            write(self.database, [job])
+            # A plain str: the App's codec makes a subclass (CodecJSON) only its put reads.
+            write(self.database, [job._replace(data=str(job.data))])
             return job.jid
         return self.app.publish_many([message])[0].jid
 

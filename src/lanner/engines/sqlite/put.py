@@ -51,7 +51,8 @@ def store(
         if not jobs:
             return
     stored = {job.jid for job in jobs}
-    stats.uncount_failed(conn, found.failed_among(stored))
+    if found.states:  # most puts are of new jids: nothing failed to uncount
+        stats.uncount_failed(conn, found.failed_among(stored))
     rows = _rows(
         conn,
         jobs,
@@ -66,7 +67,8 @@ def store(
     _count_puts(conn, jobs, [row["size"] for row in rows], found.old.keys())
     _upsert(conn, rows)
     _store_links(conn, jobs, rows, found.old.keys(), now)
-    register_queues(conn, sorted({job.queue for job in jobs}), now)
+    queues = [jobs[0].queue] if len(jobs) == 1 else sorted({job.queue for job in jobs})
+    register_queues(conn, queues, now)
     if announce is not None and eventlog.listening():
         _announce(jobs, found.holders, announce)
 
@@ -89,11 +91,14 @@ class _Existing(NamedTuple):
 
 
 def _existing(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> _Existing:
-    jids = json_list([job.jid for job in jobs])
+    # One jid (a single put, the most common): compared as is, no JSON array made or read.
+    where, jids = (
+        ("= ?", jobs[0].jid) if len(jobs) == 1 else (_IN_JSON, json_list([job.jid for job in jobs]))
+    )
     found = _Existing({}, {}, {}, {})
     for jid, priority, tags, retries, state, queue, finished_at, holder in conn.execute(
         "SELECT jid, priority, tags, retries, state, queue, finished_at, worker FROM jobs "
-        "WHERE jid IN (SELECT value FROM json_each(?))",
+        f"WHERE jid {where}",  # one of two literals
         (jids,),
     ):
         found.old[jid] = (priority, tags, retries)
@@ -103,12 +108,14 @@ def _existing(conn: sqlite3.Connection, jobs: Sequence[NewJob]) -> _Existing:
     if found.old:  # a new jid has no dependency rows: no statement for most puts
         found.kept_deps.update(
             conn.execute(
-                "SELECT jid, count(*) FROM dependencies "
-                "WHERE jid IN (SELECT value FROM json_each(?)) GROUP BY jid",
+                f"SELECT jid, count(*) FROM dependencies WHERE jid {where} GROUP BY jid",
                 (jids,),
             ).fetchall()
         )
     return found
+
+
+_IN_JSON: Final = "IN (SELECT value FROM json_each(?))"
 
 
 def _open_dependencies(

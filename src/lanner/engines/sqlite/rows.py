@@ -45,7 +45,11 @@ def put_event(queue: str, now: float) -> str:
 
 def json_list(values: Sequence[str]) -> str:
     """A JSON array of strings, for `json_each(?)` parameters and the `tags` column."""
-    return json.dumps(list(values), separators=(",", ":")) if values else "[]"
+    return _LIST.encode(list(values)) if values else "[]"
+
+
+# One encoder: `json.dumps` with options builds a new one per call (two a put).
+_LIST: Final = json.JSONEncoder(separators=(",", ":"))
 
 
 def jobs(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[Job]:
