@@ -150,7 +150,9 @@ def test_two_processes_putting_lose_nothing(engine: Engine, engine_url: str) -> 
         assert mine == [f"{prefix}-{i}" for i in range(PUTS_EACH)], "each putter's jobs in order"
 
 
-def test_threads_sharing_one_engine_get_every_job_exactly_once(engine: Engine) -> None:
+def test_threads_sharing_one_engine_get_every_job_exactly_once(
+    engine: Engine, engine_url: str
+) -> None:
     all_jids = [f"job-{i:03d}" for i in range(200)]
     engine.put_many([NewJob("q", jid, "Task") for jid in all_jids], now=T0)
     got: dict[str, list[str]] = {}
@@ -172,7 +174,14 @@ def test_threads_sharing_one_engine_get_every_job_exactly_once(engine: Engine) -
     for thread in threads:
         thread.join(timeout=TIMEOUT)
 
-    assert errors == []
     done = [jid for jids in got.values() for jid in jids]
+    if engine_url.startswith("sqs"):
+        # SQS's standard queues deliver at least once: two receives at one moment may both
+        # get a message (AWS says so; moto's server does it under concurrent receives), and
+        # the holder whose complete comes second has lost its lock. Every job still ends.
+        assert all(isinstance(error, lanner.LockLost) for error in errors), errors
+        assert sorted(set(done)) == all_jids
+        return
+    assert errors == []
     assert sorted(done) == all_jids
     assert len(done) == len(set(done))
