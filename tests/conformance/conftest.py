@@ -21,6 +21,11 @@ import lanner
 from lanner import Engine
 from stores import fresh_redis
 
+# A replica's confirmation of each durable call. On a machine loaded many times over, a
+# replica once took more than the default 5 s to confirm a put (the put then refused, as
+# it must): the tests give it 20 s, which says nothing of how long it takes.
+WAITED = "wait=1&wait_timeout=20&socket_timeout=30"
+
 
 def _fresh_sentinel(request: pytest.FixtureRequest, tmp: Path) -> str:
     """The session's Sentinel setup (tests/conftest.py), its primary's database emptied."""
@@ -38,7 +43,7 @@ def _fresh_cluster(request: pytest.FixtureRequest, tmp: Path) -> str:
 
     cluster: RedisCluster = request.getfixturevalue("redis_cluster_replicated")
     cluster.flush()
-    return cluster.url + "?wait=1"
+    return cluster.url + "?" + WAITED
 
 
 # Engine name -> how to make the URL of a fresh, empty store for one test (given the test's
@@ -52,7 +57,7 @@ STORES: dict[str, Callable[[pytest.FixtureRequest, Path], str]] = {
     "sqlite": lambda request, tmp: "sqlite:///" + str(tmp / "lanner.db"),
     "redis": lambda request, tmp: fresh_redis(request) + "?lua=function",
     "redis-script": lambda request, tmp: fresh_redis(request) + "?lua=script",
-    "redis-sentinel": lambda request, tmp: _fresh_sentinel(request, tmp) + "?wait=1",
+    "redis-sentinel": lambda request, tmp: _fresh_sentinel(request, tmp) + "?" + WAITED,
     "redis-cluster": _fresh_cluster,
     "sqs": lambda request, tmp: str(request.getfixturevalue("sqs_fresh_url")),
 }
