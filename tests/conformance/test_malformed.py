@@ -1,19 +1,25 @@
 """Bad arguments: every command rejects them with a clear error and changes nothing.
 
 Each case runs against a small world (a waiting, a running, a failed and a complete
-job) and checks the error type and that the world is exactly as it was.
+job) and checks the error type and that the world is exactly as it was. The cases are
+many (a thousand per store): a world is made once per store and shared by the module's
+tests for as long as what it shows is what it showed when made (a case that changed it
+fails, and the next test gets a new world).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import lanner
 from lanner import (
     Capability,
     Engine,
@@ -25,6 +31,7 @@ from lanner import (
 )
 from lanner.limits import MAX_DELAY_SEC, MAX_TIMESTAMP
 
+from .conftest import STORES
 from .helpers import T0, get, in_state, require
 
 NOW = T0 + 1
@@ -40,12 +47,45 @@ class Case:
     needs: Capability | None = None
 
 
+# A world is made again past this age: SQS keeps the running job's lease on its own clock.
+WORLD_LIFETIME_SEC = 20.0
+
+
+@dataclass(frozen=True)
+class World:
+    engine: Engine
+    shown: object
+    made_at: float
+
+
+@pytest.fixture(scope="module")
+def worlds() -> Iterator[dict[str, World]]:
+    """The world of each store, shared by this module's tests (closed after them)."""
+    made: dict[str, World] = {}
+    yield made
+    for kept in made.values():
+        kept.engine.close()
+
+
 @pytest.fixture
-def world(engine: Engine) -> Engine:
+def world(
+    store_name: str, request: pytest.FixtureRequest, tmp_path: Path, worlds: dict[str, World]
+) -> Engine:
+    kept = worlds.get(store_name)
+    if (
+        kept is not None
+        and time.monotonic() - kept.made_at < WORLD_LIFETIME_SEC
+        and snapshot(kept.engine) == kept.shown
+    ):
+        return kept.engine
+    if kept is not None:
+        kept.engine.close()
+    engine = lanner.open_engine(STORES[store_name](request, tmp_path))
     in_state(engine, "running", "run1", "q")
     in_state(engine, "waiting", "wait1", "q")
     in_state(engine, "failed", "fail1", "fq")
     in_state(engine, "complete", "done1", "cq")
+    worlds[store_name] = World(engine, snapshot(engine), time.monotonic())
     return engine
 
 
