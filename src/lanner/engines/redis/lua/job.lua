@@ -140,8 +140,17 @@ end
 local PUT_MARK = 112 -- string.byte('p') (no library call at a function library's load)
 
 -- The short form of a put entry, stored by put.lua with a new job's hash.
+-- (Every put of a call has the same `now`: its entry is written once.)
+local put_entry = {}
+per_call(function()
+  put_entry.now, put_entry.text = nil, nil
+end)
+
 function Job.put_entry(now)
-  return 'p' .. cjson.encode(now)
+  if put_entry.now ~= now then
+    put_entry.now, put_entry.text = now, 'p' .. cjson.encode(now)
+  end
+  return put_entry.text
 end
 
 -- A put entry in full from its short form `text` (nil if it is none).
