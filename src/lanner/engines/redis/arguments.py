@@ -7,7 +7,7 @@ reads it. Lists go as JSON arrays, and a batch put as one JSON array of job obje
 A batch put's array is written by msgspec where it is installed (the `speed` extra): the
 core decodes it, so only the values count, and they are the same (msgspec writes non-ASCII
 characters as UTF-8 where `json` writes `\\u` escapes: the same strings once decoded). For
-a chord of 10,000 jobs it takes about 9 ms where `json` takes about 100.
+a chord of 10,000 no-op jobs it takes about 3 ms of CPU where `json` takes about 26.
 """
 
 from __future__ import annotations
