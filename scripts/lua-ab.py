@@ -1,7 +1,10 @@
 """Paired A/B of the Lua core's Redis time per job: two checkouts' libraries loaded in one
 Redis, called in alternating blocks of jobs, `INFO commandstats` FCALL time read around
 each block (so both see the same machine load). Prints each side's median and the paired
-median ratio B/A: of the whole, of the puts, and of the drain (pop + complete).
+median ratio B/A: of the whole, of the puts, and of the drain (pop + complete); then the
+same of the server's CPU time (`INFO cpu`, user + sys: the script and the network around
+it), which a loaded machine inflates less than FCALL's time, a wall time that counts the
+moments the server waits for a core. (Use a server of your own: its whole CPU is counted.)
 
 Usage: python scripts/lua-ab.py SRC_A SRC_B PORT [PAIRS]
   SRC_A, SRC_B: the `src` folders of two checkouts (e.g. `git archive BASE src | tar -x`);
@@ -48,32 +51,40 @@ for v, root in (("A", sys.argv[1]), ("B", sys.argv[2])):
 def usec():
     return float(c.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"])
 
+def cpu_usec():
+    info = c.info("cpu")
+    return (float(info["used_cpu_user"]) + float(info["used_cpu_sys"])) * 1e6
+
 def block(v, n, k):
     """Put k jobs (put_many) and k/5 by single puts, then drain them: the FCALL time of
     the puts and of the drain (pop_wait + complete_many)."""
     name = libs[v]; q = f"q{v}"; now = str(time.time())
     jobs = [{"queue": q, "jid": f"{v}{n}-{i}", "klass": "K", "data": "{}"} for i in range(k)]
-    before = usec()
+    before, cpu_before = usec(), cpu_usec()
     c.fcall(name, 0, "lanner.put_many", now, "", json.dumps(jobs))
     for i in range(k // 5):  # single puts too
         c.fcall(name, 0, "put", now, "", q, f"{v}{n}-s{i}", "K", "{}", "0")
-    middle = usec()
+    middle, cpu_middle = usec(), cpu_usec()
     while True:
         got = json.loads(c.fcall(name, 0, "lanner.pop_wait", now, q, "w", "20", "0")[0])
         if not got: break
         c.fcall(name, 0, "lanner.complete_many", now, "w", q, *[j["jid"] for j in got])
-    return middle - before, usec() - middle
+    end, cpu_end = usec(), cpu_usec()
+    return middle - before, end - middle, cpu_middle - cpu_before, cpu_end - cpu_middle
 
 pairs = int(sys.argv[4]) if len(sys.argv) > 4 else 100
 k = 50
-per = {(v, phase): [] for v in ("A", "B") for phase in ("all", "puts", "drain")}
+PHASES = ("all", "puts", "drain", "cpu all", "cpu puts", "cpu drain")
+per = {(v, phase): [] for v in ("A", "B") for phase in PHASES}
 for n in range(pairs):
     order = ("A", "B") if n % 2 == 0 else ("B", "A")
     for v in order:
-        puts, drain = block(v, n, k)
-        for phase, spent in (("all", puts + drain), ("puts", puts), ("drain", drain)):
+        puts, drain, cpu_puts, cpu_drain = block(v, n, k)
+        for phase, spent in (("all", puts + drain), ("puts", puts), ("drain", drain),
+                             ("cpu all", cpu_puts + cpu_drain), ("cpu puts", cpu_puts),
+                             ("cpu drain", cpu_drain)):
             per[(v, phase)].append(spent / (k * 1.2))
-for phase in ("all", "puts", "drain"):
+for phase in PHASES:
     for v in ("A", "B"):
         xs = per[(v, phase)]
         print(phase, v, "median %.1f us/job  mean %.1f  p25 %.1f  p75 %.1f" % (statistics.median(xs), statistics.mean(xs), *statistics.quantiles(xs, n=4)[0:3:2]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lanner import Capability, Engine, InvalidState, JobNotFound, JobState
+from lanner import Capability, Engine, InvalidState, JobNotFound, JobState, NewJob
 
 from .helpers import T0, get, in_state, pop_jids, require, running
 
@@ -222,3 +222,22 @@ def test_depends_remove_on_a_job_not_in_depends_is_invalid_state(engine: Engine)
     engine.put("q", "j1", "Task", now=T0)
     with pytest.raises(InvalidState):
         engine.depends_remove("j1", None, now=T0 + 1)
+
+
+def test_a_put_many_job_depends_on_jobs_put_before_it_in_the_batch(engine: Engine) -> None:
+    running(engine, "done-before")
+    engine.complete("done-before", "w1", "q", now=T0)
+    parents = [f"p{n}" for n in range(3)]
+    engine.put_many(
+        [NewJob("q", jid, "Task") for jid in parents]
+        + [NewJob("q", "cb", "Task", depends=[*parents, "done-before", "missing"])],
+        now=T0 + 1,
+    )
+
+    callback = get(engine, "cb", T0 + 1)
+    assert callback.state == JobState.DEPENDS
+    assert sorted(callback.dependencies) == parents
+    assert all(get(engine, jid, T0 + 1).dependents == ("cb",) for jid in parents)
+    for jid in pop_jids(engine, "q", count=5, now=T0 + 2):
+        engine.complete(jid, "w1", "q", now=T0 + 3)
+    assert get(engine, "cb", T0 + 3).state == JobState.WAITING

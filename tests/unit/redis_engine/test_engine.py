@@ -24,6 +24,7 @@ from lanner import (
     NewJob,
     StoreMisconfigured,
 )
+from lanner.engines.redis import arguments
 from lanner.engines.redis.connection import parse_url
 from lanner.engines.redis.engine import RedisEngine
 from lanner.engines.redis.script import build_script
@@ -414,3 +415,19 @@ def test_redis_script_prints_a_core_other_clients_can_load(redis_url: str, libra
         else:
             assert client.eval(printed.output, 0, *args) == "j1"
         assert client.hget("ql:j:j1", "state") == "waiting"
+
+
+def test_a_batch_put_stores_every_character_as_given(engine: RedisEngine) -> None:
+    """The batch's array is written by msgspec (non-ASCII as UTF-8): the same data is stored."""
+    data = json.dumps({"text": "é ü 😀 \u2028"}, ensure_ascii=False)
+    engine.put_many([NewJob("q", "j1", "Task", data), NewJob("q", "j2", "Task", '"ü"')], now=T0)
+    first, second = engine.get("j1", now=T0), engine.get("j2", now=T0)
+    assert first is not None
+    assert second is not None
+    assert (first.data, second.data) == (data, '"ü"')
+
+
+def test_a_batch_msgspec_refuses_is_written_by_json() -> None:
+    """A lone surrogate (which UTF-8 cannot hold): `json`'s escape, the same value."""
+    payload = arguments.put_many([NewJob("q", "j1", "Task", '"\ud800"')])
+    assert json.loads(payload)[0]["data"] == '"\ud800"'

@@ -237,6 +237,22 @@ def test_a_batch_drops_the_jobs_it_put_itself_when_it_must(engine: RedisEngine) 
     assert usage(engine, "q") == (2, 4, 6, 0, 4)
 
 
+def test_a_job_the_batch_put_and_dropped_holds_nothing_back(engine: RedisEngine) -> None:
+    engine.config_set("q-max-items", 1)
+    engine.config_set("q-discard-old-when-full", 1)
+    engine.put_many(
+        [
+            NewJob("q", "dropped", "Task"),
+            NewJob("q", "kept", "Task"),  # drops "dropped" to make room
+            NewJob("other", "cb", "Task", depends=["dropped", "kept"]),
+        ],
+        now=T0,
+    )
+    callback = engine.get("cb", now=T0)
+    assert callback is not None
+    assert callback.dependencies == ("kept",)
+
+
 def test_a_batch_that_moves_a_job_out_frees_its_room_first(engine: RedisEngine) -> None:
     engine.config_set("q-max-items", 1)
     engine.put("q", "j1", "Task", now=T0)

@@ -3,12 +3,17 @@
 Every command is `<command> <now> <args...>`; `text` writes each argument as the core
 reads it. Lists go as JSON arrays, and a batch put as one JSON array of job objects.
 `replies.py` is the way back.
+
+A batch put's array is written by msgspec where it is installed (the `speed` extra): the
+core decodes it, so only the values count, and they are the same (msgspec writes non-ASCII
+characters as UTF-8 where `json` writes `\\u` escapes: the same strings once decoded). For
+a chord of 10,000 no-op jobs it takes about 3 ms of CPU where `json` takes about 26.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lanner import checks
 from lanner.records import NewJob
@@ -16,6 +21,26 @@ from lanner.records import NewJob
 Arg = str | int | float
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def _array_writer() -> Callable[[list[dict[str, object]]], str]:
+    """JSON text of a list of job objects: msgspec's where installed, else `json`'s."""
+    try:
+        import msgspec
+    except ImportError:  # pragma: no cover - msgspec is in the dev extras
+        return _COMPACT.encode
+    encode = msgspec.json.Encoder().encode
+
+    def write(objects: list[dict[str, object]]) -> str:
+        try:
+            return encode(objects).decode()
+        except (TypeError, UnicodeEncodeError):  # e.g. a lone surrogate: json's escapes
+            return _COMPACT.encode(objects)
+
+    return write
+
+
+_write_array = _array_writer()
 
 
 def text(value: Arg) -> str:
@@ -72,7 +97,7 @@ def put_many(jobs: Sequence[NewJob]) -> str:
         if job.flow is not None:
             spec["flow"] = job.flow.encoded()
         objects.append(spec)
-    return _COMPACT.encode(objects)
+    return _write_array(objects)
 
 
 def complete(command: checks.Complete) -> list[Arg]:

@@ -60,9 +60,20 @@ end
 
 -- put and completed are sent once per job, so their payloads are spelt out
 -- rather than built by Json.ordered (the bytes are the same).
+-- (The tail of a put's message, by queue, written once per call: a batch
+-- mostly puts into one queue.)
+local put_tails
+per_call(function()
+  put_tails = {}
+end)
+
 function Events.put(jid, queue)
-  publish('log', '{"jid":' .. cjson.encode(jid) .. ',"event":"put","queue":'
-    .. cjson.encode(queue) .. '}')
+  local tail = put_tails[queue]
+  if tail == nil then
+    tail = ',"event":"put","queue":' .. cjson.encode(queue) .. '}'
+    put_tails[queue] = tail
+  end
+  publish('log', '{"jid":' .. cjson.encode(jid) .. tail)
 end
 
 function Events.completed(jid, queue)

@@ -44,6 +44,20 @@ per_call(function()
   completed.swept, completed.size = nil, nil
 end)
 
+-- Jobs this call has put and not deleted since (Queue.put, Job.delete): a
+-- later put of the call that depends on one knows it is live (put leaves it
+-- waiting, scheduled or in depends, and nothing within a put completes it)
+-- without reading its state. A chord's callback depends on every parent put
+-- just before it.
+local put_in_call
+per_call(function()
+  put_in_call = {}
+end)
+
+function Job.put_in_call(jid)
+  put_in_call[jid] = true
+end
+
 local function completed_removed(count)
   if completed.size ~= nil then
     completed.size = completed.size - count
@@ -126,8 +140,17 @@ end
 local PUT_MARK = 112 -- string.byte('p') (no library call at a function library's load)
 
 -- The short form of a put entry, stored by put.lua with a new job's hash.
+-- (Every put of a call has the same `now`: its entry is written once.)
+local put_entry = {}
+per_call(function()
+  put_entry.now, put_entry.text = nil, nil
+end)
+
 function Job.put_entry(now)
-  return 'p' .. cjson.encode(now)
+  if put_entry.now ~= now then
+    put_entry.now, put_entry.text = now, 'p' .. cjson.encode(now)
+  end
+  return put_entry.text
 end
 
 -- A put entry in full from its short form `text` (nil if it is none).
@@ -325,6 +348,7 @@ end
 -- Remove every key of a job and its tag entries (not its tracking: a tracked
 -- job that disappears is reported as expired by `track`).
 function Job.delete(jid)
+  put_in_call[jid] = nil
   local tags = Json.decode(present(redis.call('hget', Keys.job(jid), 'tags')), {})
   Job.unindex_tags(jid, tags)
   redis.call('del', Keys.job(jid), Keys.history(jid),
@@ -395,16 +419,25 @@ end
 -------------------------------------------------------------------------------
 -- Link jid to each dependency that can still hold it back: a jid that does
 -- not exist, or a job already complete, is treated as already satisfied.
+-- (A job put earlier in this call is neither: its state is not read.) The
+-- dependencies set of `jid` takes them all in one SADD per 1,000; each
+-- dependency's dependents set takes `jid` in its own.
 function Job.add_dependencies(jid, depends)
+  local live = {}
   for _, dependency in ipairs(depends) do
     if dependency ~= jid then
-      local state = present(redis.call('hget', Keys.job(dependency), 'state'))
-      if state ~= nil and state ~= 'complete' then
-        redis.call('sadd', Keys.dependencies(jid), dependency)
+      local known = put_in_call[dependency]
+      if not known then
+        local state = present(redis.call('hget', Keys.job(dependency), 'state'))
+        known = state ~= nil and state ~= 'complete'
+      end
+      if known then
+        live[#live + 1] = dependency
         redis.call('sadd', Keys.dependents(dependency), jid)
       end
     end
   end
+  call_spread('sadd', Keys.dependencies(jid), live, 1000)
 end
 
 function Job.drop_dependencies(jid, depends)

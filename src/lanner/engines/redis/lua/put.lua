@@ -213,6 +213,7 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   local independent = old == nil and (options.depends == nil or #options.depends == 0)
   local state = Queue.enqueue(now, queue, jid, delay, false,
     { fields = fields, priority = priority, independent = independent, history = history })
+  Job.put_in_call(jid)
   if state == 'waiting' and options.flow ~= nil and string.find(options.flow, '"f":', 1, true) then
     flush_work(queue) -- FLOW's fairness may take it out of -work again
     if known_tails then
