@@ -107,23 +107,25 @@ class Bench:
         env = dict(os.environ, PYTHONPATH=str(self.folder))
         for name in ("LANNER_BROKER", "LANNER_SETTINGS_MODULE", "LANNER_QUEUE_CONFIG"):
             env.pop(name, None)
-        pool = subprocess.Popen(
-            [sys.executable, "-c", "from lanner.cli import main; main()", "worker",
-             "-A", self.module, "-c", str(processes), "-Q", "flow"],
-            cwd=self.folder, env=env, stdin=subprocess.DEVNULL,
-            stdout=(self.folder / "pool.log").open("ab"), stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+        with (self.folder / "pool.log").open("ab") as log:
+            pool = subprocess.Popen(
+                [sys.executable, "-c", "from lanner.cli import main; main()", "worker",
+                 "-A", self.module, "-c", str(processes), "-Q", "flow"],
+                cwd=self.folder, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
         self.pools.append(pool)
         return pool
 
-    def lines(self) -> list[Line]:
+    def lines(self, *, ticks: bool = False) -> list[Line]:
+        """What the tasks wrote: the runs of the schedule's `tick` if `ticks`, else the
+        others' (every pool registers the schedule, so a tick may run in any measure)."""
         if not self.out.exists():
             return []
         found = []
         for text in self.out.read_text().splitlines():
             parts = text.split()
-            if len(parts) == 5:
+            if len(parts) == 5 and (parts[1] == "tick") == ticks:
                 found.append(Line(parts[0], parts[1], parts[2], int(parts[3]), float(parts[4])))
         return found
 
@@ -296,7 +298,7 @@ def measure_cron(url: str | None, every: float, ticks: int, pools: int) -> dict[
         for _ in range(pools):
             bench.start_pool(1)
         time.sleep(every * ticks + every / 2)
-        starts = [line for line in bench.lines() if line.what == "start"]
+        starts = [line for line in bench.lines(ticks=True) if line.what == "start"]
     per_tick = Counter(line.jid for line in starts)
     return {
         "every_s": every, "pools": pools, "seconds": round(every * ticks + every / 2, 1),
