@@ -173,6 +173,8 @@ def run_one(side: str, engine: str, jobs: int, delays: int) -> dict[str, Any]:  
         info = server.info("cpu")
         return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
+    if side != "huey":
+        peerapp.app.engine.queue_counts("default")  # the Lua core loaded: not a job's bytes
     memory0 = int(server.info("memory")["used_memory"])
     if side == "huey":
         for _ in range(jobs - delays):
