@@ -76,11 +76,6 @@ HOUSEKEEPING_SEC: Final = 0.02
 """While reports keep waking the supervisor, it reaps, replaces and enforces time limits
 at most this often (a child's exit wakes it, and is seen at once)."""
 
-REPORT_LINGER_SEC: Final = 0.002
-"""After a round woken by reports, the supervisor waits this long before the next: the
-children never wait for it (their pipes hold 64 KiB), and one wake-up then reads the
-reports of several jobs instead of one or two."""
-
 CHORE_LAST_TRY_SEC: Final = 1.0
 """At shutdown, chores get at least this long after the children are gone."""
 
@@ -169,7 +164,6 @@ class WorkerPool(ChildCare):
         self._respawn = Backoff(first=0.5)
         self._schedules_due = 0.0  # when to put the schedules' next ticks (monotonic)
         self._housekeeping_due = 0.0  # when a round woken by reports looks at the rest
-        self._lingering = False  # reports woke the last round
 
     # -- public ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -217,17 +211,12 @@ class WorkerPool(ChildCare):
     def supervise(self, timeout: float = 0.1) -> None:
         """One round: read children's reports, reap and replace, enforce time limits, and
         do what is owed to the engine as far as the store allows."""
-        if self._lingering:
-            # Reports woke the last round: let the next ones gather in the pipes (nothing
-            # waits on the supervisor reading them), and read several per wake-up.
-            time.sleep(REPORT_LINGER_SEC)
         ready = {fd for fd, _ in self._ready.poll(timeout * 1000)}
         exited = False
         for child in list(self._children.values()):
             if child.conn.fileno() in ready:
                 self._read(child)
             exited = exited or child.process.sentinel in ready
-        self._lingering = bool(ready) and not exited
         # A round woken by reports alone (two or three a job) reads them and does the
         # chores; the rest waits for a death, a quiet round or HOUSEKEEPING_SEC.
         now = time.monotonic()
