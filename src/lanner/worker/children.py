@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import select
 import signal
 import time
@@ -36,6 +37,7 @@ from lanner.worker.child import (
     StoreRefused,
     WorkerExiting,
     decode_report,
+    split_frames,
 )
 from lanner.worker.chores import Chores
 from lanner.worker.observer import PoolObserver
@@ -55,6 +57,9 @@ stuck) are completed by the supervisor on its behalf, before their locks run out
 YOUNG_DEATH_SEC: Final = 1.0
 """A child that dies younger than this, before starting a task, is replaced after a
 growing pause."""
+
+READ_SIZE: Final = 65536
+"""The most of a child's pipe read at once (a pipe holds 64 KiB)."""
 
 RECYCLED: Final = ("max-tasks", "max-memory")
 """Why a child exits to be replaced (`WorkerLoop.run`'s reasons for the limits)."""
@@ -78,15 +83,27 @@ class Child:
     stopping: dict[str, str] = field(default_factory=dict)  # jid -> why its task was told
     # to stop (cancelled, lock lost)
     jobs_started: int = 0
-    # Asked after each report whether another is there: Connection.poll builds a selector
-    # per call, which cost the supervisor more than the report itself.
+    # Asked whether the pipe holds more: Connection.poll builds a selector per call,
+    # which cost the supervisor more than the report itself.
     _reports: select.poll = field(default_factory=select.poll, init=False, repr=False)
+    _unread: bytearray = field(default_factory=bytearray, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._reports.register(self.conn.fileno(), select.POLLIN)
 
     def has_report(self) -> bool:
         return bool(self._reports.poll(0))
+
+    def take_reports(self) -> list[bytes]:
+        """Every whole report the pipe holds now, read in as few reads as it takes (a
+        report cut short waits for its end). Raises OSError if the pipe is closed."""
+        fd = self.conn.fileno()
+        while self.has_report():
+            chunk = os.read(fd, READ_SIZE)
+            if not chunk:
+                break  # the child's end is closed: it exited
+            self._unread += chunk
+        return split_frames(self._unread)
 
 
 class ChildCare:
@@ -116,10 +133,11 @@ class ChildCare:
 
     def _read(self, child: Child) -> None:
         try:
-            while child.has_report():
-                self._on_report(child, decode_report(child.conn.recv_bytes()))
-        except (EOFError, OSError):
-            pass  # the child is gone; _reap handles it
+            reports = child.take_reports()
+        except OSError:
+            return  # the child is gone; _reap handles it
+        for data in reports:
+            self._on_report(child, decode_report(data))
 
     def _on_report(self, child: Child, report: Report) -> None:
         match report:

@@ -72,6 +72,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("lanner.pool")
 
+HOUSEKEEPING_SEC: Final = 0.02
+"""While reports keep waking the supervisor, it reaps, replaces and enforces time limits
+at most this often (a child's exit wakes it, and is seen at once)."""
+
 CHORE_LAST_TRY_SEC: Final = 1.0
 """At shutdown, chores get at least this long after the children are gone."""
 
@@ -159,6 +163,7 @@ class WorkerPool(ChildCare):
         self._spawns_due: list[float] = []  # when children are to be started (monotonic)
         self._respawn = Backoff(first=0.5)
         self._schedules_due = 0.0  # when to put the schedules' next ticks (monotonic)
+        self._housekeeping_due = 0.0  # when a round woken by reports looks at the rest
 
     # -- public ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -207,9 +212,26 @@ class WorkerPool(ChildCare):
         """One round: read children's reports, reap and replace, enforce time limits, and
         do what is owed to the engine as far as the store allows."""
         ready = {fd for fd, _ in self._ready.poll(timeout * 1000)}
+        exited = False
         for child in list(self._children.values()):
             if child.conn.fileno() in ready:
                 self._read(child)
+            exited = exited or child.process.sentinel in ready
+        # A round woken by reports alone (two or three a job) reads them and does the
+        # chores; the rest waits for a death, a quiet round or HOUSEKEEPING_SEC.
+        now = time.monotonic()
+        if exited or not ready or now >= self._housekeeping_due:
+            self._housekeeping_due = now + HOUSEKEEPING_SEC
+            self._housekeeping()
+        self._chores.run()
+        stopping = self._stopping_since is not None and not self._cold
+        if stopping and time.monotonic() - (self._stopping_since or 0) >= self.shutdown_timeout:
+            logger.warning("shutdown timeout of %g s passed: killing children",
+                           self.shutdown_timeout)  # fmt: skip
+            self._kill_all()
+
+    def _housekeeping(self) -> None:
+        """Reap and replace, enforce time limits, settle for stalled children, schedules."""
         for pid, child in list(self._children.items()):
             if not child.process.is_alive():
                 self._reap(pid, child)
@@ -222,12 +244,6 @@ class WorkerPool(ChildCare):
                 "putting the schedules' next ticks",
                 lambda engine: schedules.put_upcoming(self.app, engine, time.time()),
             )
-        self._chores.run()
-        stopping = self._stopping_since is not None and not self._cold
-        if stopping and time.monotonic() - (self._stopping_since or 0) >= self.shutdown_timeout:
-            logger.warning("shutdown timeout of %g s passed: killing children",
-                           self.shutdown_timeout)  # fmt: skip
-            self._kill_all()
 
     def counts(self) -> PoolCounts:
         queued = 0

@@ -4,6 +4,8 @@ how long it ran; and the engine's failures; and how every report crosses the pip
 from __future__ import annotations
 
 import math
+import multiprocessing
+import time
 
 import pytest
 
@@ -16,12 +18,16 @@ from lanner.worker.child import (
     JobsCompleted,
     JobStarted,
     JobStopping,
+    PipeReporter,
     Report,
     StoreRefused,
     WorkerExiting,
     decode_report,
     encode_report,
+    frame,
+    split_frames,
 )
+from lanner.worker.children import Child
 
 from .world import QUEUE, WLBoom, WLEcho, WLNoRetries, WLShouldRunRaises, WLSleepy, World
 
@@ -94,3 +100,43 @@ def test_a_report_crosses_the_pipe_as_it_was_made(report: Report) -> None:
     got = decode_report(encode_report(report))
     assert type(got) is type(report)
     assert repr(got) == repr(report)
+
+
+def test_frames_cut_anywhere_come_out_whole_and_in_order() -> None:
+    reports: list[Report] = [
+        BatchPopped("q", [f"j{i}" for i in range(500)]),
+        JobStarted("a", 1.0, None),
+    ]
+    stream = b"".join(frame(encode_report(report)) for report in reports)
+    for cut in range(len(stream) + 1):
+        buffer = bytearray(stream[:cut])
+        got = split_frames(buffer)
+        buffer += stream[cut:]
+        got += split_frames(buffer)
+        assert not buffer
+        assert [repr(decode_report(data)) for data in got] == [repr(r) for r in reports]
+
+
+def test_reports_past_pipe_buf_cross_a_real_pipe_whole() -> None:
+    # A batch's report can pass PIPE_BUF (4,096 bytes): written in as many writes as it
+    # takes, read by the supervisor's side as one report, after and before small ones.
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    big = BatchPopped("q", [f"job-{i:06}" for i in range(2_000)])
+    reporter = PipeReporter(send)
+    reporter.started("a", 1.0, None)
+    reporter.batch(big.queue, big.jids)
+    reporter.completed(["a"])
+    child = Child(context.Process(target=print), receive, "host-1")
+    got: list[Report] = []
+    deadline = time.monotonic() + 10
+    while len(got) < 3 and time.monotonic() < deadline:
+        got += [decode_report(data) for data in child.take_reports()]
+    assert [repr(r) for r in got] == [
+        repr(JobStarted("a", 1.0, None)),
+        repr(big),
+        repr(JobsCompleted(["a"])),
+    ]
+    send.close()
+    assert child.take_reports() == []  # the writer's end closed: nothing more, no error
+    receive.close()
