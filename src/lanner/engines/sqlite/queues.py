@@ -2,7 +2,8 @@
 
 Counts and listings read the partial index of each state (schema.py), so they cost what
 the jobs of that state and queue cost, not the whole table; the waiting jobs, which may be
-millions, are counted from the queue's usage instead (`counts`).
+millions, are counted from the queue's usage instead (`counts`), and the failed jobs of
+each group from `failure_counts` (both kept by the usage triggers, schema.py).
 """
 
 from __future__ import annotations
@@ -102,16 +103,17 @@ def forget(conn: sqlite3.Connection, queues: list[str]) -> None:
 
 
 def failed_groups(conn: sqlite3.Connection) -> dict[str, int]:
+    # Kept by the triggers: count(*) over the failed index walked every failed job.
     found = conn.execute(
-        "SELECT failure_group, count(*) FROM jobs WHERE state = 'failed' "
-        "GROUP BY failure_group ORDER BY failure_group"
+        "SELECT failure_group, jobs FROM failure_counts WHERE jobs > 0 ORDER BY failure_group"
     )
     return dict(found.fetchall())
 
 
 def failed(conn: sqlite3.Connection, command: checks.Page) -> JobPage:
     (total,) = conn.execute(
-        "SELECT count(*) FROM jobs WHERE state = 'failed' AND failure_group = ?", (command.key,)
+        "SELECT coalesce((SELECT jobs FROM failure_counts WHERE failure_group = ?), 0)",
+        (command.key,),
     ).fetchone()
     found = conn.execute(
         f"SELECT {JOB_COLUMNS} FROM jobs WHERE state = 'failed' AND failure_group = ? "
