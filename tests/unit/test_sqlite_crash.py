@@ -92,7 +92,10 @@ n = 0
 while True:
     n += 1
     queue = rng.choice(["a", "b"])
-    engine.put_many([NewJob(queue, f"m{n}-{k}", "Task") for k in range(rng.randint(1, 5))])
+    engine.put_many([
+        NewJob(queue, f"m{n}-{k}", "Task", delay=rng.choice([0, 0, 0.01, 3600]))
+        for k in range(rng.randint(1, 5))
+    ])
     for job in engine.pop(queue, "doomed", rng.randint(1, 4)):
         what = rng.choice(["complete", "fail", "retry", "cancel", "move"])
         if what == "complete":
@@ -113,8 +116,9 @@ while True:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_kill_9_mid_work_leaves_the_counts_exact(tmp_path: Path, seed: int) -> None:
-    """The usage and failure counts the triggers keep live in the transaction of the move
-    they count: a crash at any moment leaves them equal to a recount of the jobs."""
+    """The usage counts (jobs held, and the scheduled ones among them) and the failure
+    counts live in the transaction of the move they count: a crash at any moment leaves
+    them equal to a recount of the jobs."""
     path = tmp_path / "jobs.db"
     child = subprocess.Popen(
         [sys.executable, "-c", MIXER, str(path), str(seed)], stdout=subprocess.PIPE, text=True
@@ -144,11 +148,20 @@ def test_kill_9_mid_work_leaves_the_counts_exact(tmp_path: Path, seed: int) -> N
                 "SELECT queue, items, bytes FROM queue_usage WHERE items != 0 OR bytes != 0 "
                 "ORDER BY queue"
             ).fetchall()
+            states = conn.execute(
+                "SELECT queue, sum(state = 'scheduled'), sum(state = 'depends') FROM jobs "
+                f"WHERE {held} GROUP BY queue"
+            ).fetchall()
+            kept_states = conn.execute(
+                "SELECT queue, scheduled, depends FROM queue_usage WHERE items != 0 ORDER BY queue"
+            ).fetchall()
             failed = conn.execute(
                 "SELECT failure_group, count(*) FROM jobs WHERE state = 'failed' "
                 "GROUP BY failure_group"
             ).fetchall()
             stored = conn.execute("SELECT * FROM failure_counts").fetchall()
         assert kept == usage
+        assert kept_states == states
+        assert any(scheduled for _, scheduled, _ in states)
         assert stored == failed
         assert engine.failed_groups() == dict(failed)

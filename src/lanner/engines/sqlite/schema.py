@@ -15,6 +15,7 @@ One database file holds everything; every process on the machine may open it.
     counters        `seq` (insertion order of jobs) and `complete` (completed jobs kept)
     queue_usage     LIMITS, per queue: the jobs it holds (items, bytes of their `size`),
                     kept as jobs change (see its trigger); jobs put, expired, discarded
+                    and, of the jobs held, the scheduled and the depends ones (version 6)
     failure_counts  the failed jobs of each failure group, kept by the same triggers
     fanout          FANOUT: (parent, child) for every `parent+child` popped or peeked
     events          EVENTS: what write transactions did, while a stream listens: id (in
@@ -41,8 +42,8 @@ The schema version is PRAGMA user_version; a newer one is refused, never downgra
 older one is migrated on opening (`MIGRATIONS`: version 2 added `jobs.result`; version 3
 added `jobs.expires_at`, `jobs.size`, `jobs_expiring`, `queue_usage` with its triggers,
 and `fanout`; version 4 added `events` and `event_listeners`; version 5 the FLOW tables
-of flow.py: `flow_jobs`, `flow_slots`, `flow_starts`; version 6 `failure_counts`, and
-the usage triggers made anew to keep it).
+of flow.py: `flow_jobs`, `flow_slots`, `flow_starts`; version 6 `failure_counts` and
+`queue_usage.scheduled` and `.depends`, and the usage triggers made anew to keep them).
 """
 
 from __future__ import annotations
@@ -82,10 +83,15 @@ CREATE TABLE fanout (
 ) WITHOUT ROWID;
 """
 
-# What version 6 added: the jobs of each failure group, counted as the usage is, by the
-# same two triggers (which version 6 made anew: a file of version 3 to 5 has them without
-# the failure counts). Created by SCHEMA and by the migration.
+# What version 6 added: the scheduled and depends jobs of each queue, and the jobs of each
+# failure group, counted as the usage is, by the same two triggers (which version 6 made
+# anew: a file of version 3 to 5 has them without these counts). Created by SCHEMA and by
+# the migration.
 USAGE_SCHEMA: Final = """
+-- Of a queue's items (the jobs it holds): how many are scheduled, how many depends.
+ALTER TABLE queue_usage ADD COLUMN scheduled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queue_usage ADD COLUMN depends INTEGER NOT NULL DEFAULT 0;
+
 CREATE TABLE failure_counts (
     failure_group TEXT PRIMARY KEY,
     jobs          INTEGER NOT NULL              -- failed jobs of the group; no row: none
@@ -100,21 +106,27 @@ CREATE TABLE failure_counts (
 -- no trigger counts; put.store also counts total_items), completions by jobs.finish.
 -- One trigger, not one per direction: each costs a sub-program call per row updated,
 -- even when its WHEN is false, and pops update the state of every job they take.
--- The failed jobs of each group are counted here too, for `lanner status`: a job enters
--- or leaves `failed` only through a change the WHEN lets in (to or from a held state, or
--- failed to complete), and every statement below is a no-op for a job that is not failed
--- before or after, by its constant WHERE.
+-- Since version 6 the same statements count, for `lanner status`, the scheduled and
+-- depends jobs among a queue's items, and the failed jobs of each group: a job enters or
+-- leaves those states only through a change the WHEN lets in, and each statement is a
+-- no-op (by its constant WHERE, or by adding 0) for a job in none of them.
 CREATE TRIGGER usage_moved AFTER UPDATE OF state, queue, size ON jobs
 WHEN (new.state != 'complete'
     AND ((old.state IN ('complete', 'failed')) != (new.state IN ('complete', 'failed'))
-        OR new.queue != old.queue OR new.size != old.size))
+        OR new.queue != old.queue OR new.size != old.size
+        OR (new.state != old.state
+            AND (old.state IN ('scheduled', 'depends') OR new.state IN ('scheduled', 'depends')))))
 OR (old.state = 'failed' AND new.state = 'complete')
 BEGIN
-    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size
+    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size,
+        scheduled = scheduled - (old.state = 'scheduled'),
+        depends = depends - (old.state = 'depends')
     WHERE queue = old.queue AND old.state NOT IN ('complete', 'failed');
-    INSERT INTO queue_usage (queue, items, bytes)
-    SELECT new.queue, 1, new.size WHERE new.state NOT IN ('complete', 'failed')
-    ON CONFLICT(queue) DO UPDATE SET items = items + 1, bytes = bytes + excluded.bytes;
+    INSERT INTO queue_usage (queue, items, bytes, scheduled, depends)
+    SELECT new.queue, 1, new.size, new.state = 'scheduled', new.state = 'depends'
+    WHERE new.state NOT IN ('complete', 'failed')
+    ON CONFLICT(queue) DO UPDATE SET items = items + 1, bytes = bytes + excluded.bytes,
+        scheduled = scheduled + excluded.scheduled, depends = depends + excluded.depends;
     UPDATE failure_counts SET jobs = jobs - 1
     WHERE old.state = 'failed' AND failure_group = old.failure_group;
     DELETE FROM failure_counts
@@ -126,7 +138,9 @@ END;
 CREATE TRIGGER usage_deleted AFTER DELETE ON jobs
 WHEN old.state != 'complete'
 BEGIN
-    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size
+    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size,
+        scheduled = scheduled - (old.state = 'scheduled'),
+        depends = depends - (old.state = 'depends')
     WHERE queue = old.queue AND old.state != 'failed';
     UPDATE failure_counts SET jobs = jobs - 1
     WHERE old.state = 'failed' AND failure_group = old.failure_group;
@@ -315,6 +329,10 @@ FROM jobs WHERE queue != '' GROUP BY queue;
 INSERT INTO failure_counts (failure_group, jobs)
 SELECT failure_group, count(*) FROM jobs WHERE state = 'failed' AND failure_group IS NOT NULL
 GROUP BY failure_group;
+UPDATE queue_usage SET
+    scheduled = (SELECT count(*) FROM jobs WHERE queue = queue_usage.queue
+                 AND state = 'scheduled'),
+    depends = (SELECT count(*) FROM jobs WHERE queue = queue_usage.queue AND state = 'depends');
 """,
 )
 """MIGRATIONS[n], SQL statements, takes a file of schema version n + 1 to n + 2."""
