@@ -78,3 +78,90 @@ def test_kill_9_mid_work_loses_no_job(tmp_path: Path) -> None:
             assert job is not None
             assert job.state == JobState.COMPLETE
             assert job.remaining == job.retries - 1  # the lock loss cost one retry
+
+
+MIXER = """
+import random, sys
+from lanner import NewJob
+from lanner.engines.sqlite import SQLiteEngine
+
+engine = SQLiteEngine(sys.argv[1])
+rng = random.Random(int(sys.argv[2]))
+print("ready", flush=True)
+n = 0
+while True:
+    n += 1
+    queue = rng.choice(["a", "b"])
+    engine.put_many([
+        NewJob(queue, f"m{n}-{k}", "Task", delay=rng.choice([0, 0, 0.01, 3600]))
+        for k in range(rng.randint(1, 5))
+    ])
+    for job in engine.pop(queue, "doomed", rng.randint(1, 4)):
+        what = rng.choice(["complete", "fail", "retry", "cancel", "move"])
+        if what == "complete":
+            engine.complete(job.jid, "doomed", queue)
+        elif what == "fail":
+            engine.fail(job.jid, "doomed", rng.choice(["x", "y"]), "boom")
+        elif what == "retry":
+            engine.retry(job.jid, queue, "doomed", group="z")
+        elif what == "cancel":
+            engine.cancel([job.jid])
+        else:
+            engine.put("b" if queue == "a" else "a", job.jid, "Task")
+    if rng.random() < 0.05:
+        engine.unfail(rng.choice(["a", "b"]), rng.choice(["x", "y"]), 2)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_kill_9_mid_work_leaves_the_counts_exact(tmp_path: Path, seed: int) -> None:
+    """The usage counts (jobs held, and the scheduled ones among them) and the failure
+    counts live in the transaction of the move they count: a crash at any moment leaves
+    them equal to a recount of the jobs."""
+    path = tmp_path / "jobs.db"
+    child = subprocess.Popen(
+        [sys.executable, "-c", MIXER, str(path), str(seed)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "ready\n"
+        with SQLiteEngine(path) as watcher:  # killed once jobs failed in both groups
+            deadline = time.monotonic() + 40
+            while len(groups := watcher.failed_groups()) < 2 or sum(groups.values()) < 20:
+                assert time.monotonic() < deadline, f"the child made little progress: {groups}"
+                time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        if child.stdout:
+            child.stdout.close()
+
+    with SQLiteEngine(path) as engine:
+        with engine.database.statement() as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            held = "state NOT IN ('complete', 'failed')"
+            usage = conn.execute(
+                f"SELECT queue, count(*), sum(size) FROM jobs WHERE {held} GROUP BY queue"
+            ).fetchall()
+            kept = conn.execute(
+                "SELECT queue, items, bytes FROM queue_usage WHERE items != 0 OR bytes != 0 "
+                "ORDER BY queue"
+            ).fetchall()
+            states = conn.execute(
+                "SELECT queue, sum(state = 'scheduled'), sum(state = 'depends') FROM jobs "
+                f"WHERE {held} GROUP BY queue"
+            ).fetchall()
+            kept_states = conn.execute(
+                "SELECT queue, scheduled, depends FROM queue_usage WHERE items != 0 ORDER BY queue"
+            ).fetchall()
+            failed = conn.execute(
+                "SELECT failure_group, count(*) FROM jobs WHERE state = 'failed' "
+                "GROUP BY failure_group"
+            ).fetchall()
+            stored = conn.execute("SELECT * FROM failure_counts").fetchall()
+        assert kept == usage
+        assert kept_states == states
+        assert any(scheduled for _, scheduled, _ in states)
+        assert stored == failed
+        assert engine.failed_groups() == dict(failed)

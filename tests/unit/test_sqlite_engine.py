@@ -170,7 +170,7 @@ def test_a_version_1_database_is_migrated_when_opened(tmp_path: Path) -> None:
     conn.executescript(version_1 + "PRAGMA user_version = 1;")
     conn.close()
     with SQLiteEngine(path) as engine:
-        assert pragma(engine, "user_version") == SCHEMA_VERSION == 5
+        assert pragma(engine, "user_version") == SCHEMA_VERSION == 6
         engine.put("q", "a", "K", now=1)
         engine.pop("q", "w", now=2)
         engine.complete("a", "w", "q", result='"kept"', now=3)

@@ -141,7 +141,7 @@ def test_a_version_3_file_is_migrated_and_streams_events(tmp_path: Path) -> None
     conn.close()
     with SQLiteEngine(path) as engine:
         with engine.database.statement() as conn:
-            assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (5,)
+            assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,) == (6,)
         engine.put("q", "before", "Task", now=T0)
         with engine.events() as stream:
             engine.put("q", "j", "Task", now=T0)

@@ -1,7 +1,8 @@
 """LIMITS and FANOUT in the SQLite engine, where the conformance suite does not reach: the
 usage its triggers keep (never drifting from the jobs, whatever the commands, nor the
-waiting counts derived from it), the
-migration of a version 2 file, and choices of this engine (put order, bounded expiry)."""
+waiting counts derived from it, nor the failed counts of each group), the migration of a
+version 2 file and of a version 5 one, and choices of this engine (put order, bounded
+expiry)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,42 @@ def assert_no_drift(engine: SQLiteEngine, now: float) -> None:
         )
     for queue_counts in engine.queues(now=now):
         assert queue_counts.waiting == waiting.get(queue_counts.name, 0), queue_counts.name
+    # And the scheduled and depends jobs, counted the same way.
+    with engine.database.statement() as conn:
+        by_state = {
+            (queue, state): jobs
+            for queue, state, jobs in conn.execute(
+                "SELECT queue, CASE WHEN state = 'scheduled' AND ready_at <= ? THEN 'due' "
+                "ELSE state END, count(*) FROM jobs GROUP BY 1, 2",
+                (now,),
+            )
+        }
+        stored_states = conn.execute(
+            "SELECT queue, scheduled, depends FROM queue_usage WHERE scheduled OR depends"
+        ).fetchall()
+    for queue_counts in engine.queues(now=now):
+        name = queue_counts.name
+        assert queue_counts.scheduled == by_state.get((name, "scheduled"), 0), name
+        assert queue_counts.depends == by_state.get((name, "depends"), 0), name
+    assert {(q, s, d) for q, s, d in stored_states} == {
+        (q, by_state.get((q, "scheduled"), 0) + by_state.get((q, "due"), 0),
+         by_state.get((q, "depends"), 0))
+        for q in {q for q, state in by_state if state in ("scheduled", "due", "depends")}
+    }  # fmt: skip
+    # The failed jobs of each group, kept by the same triggers (failure_counts); a failed
+    # job without a group (only in the version 2 file below, written by hand) is in none.
+    with engine.database.statement() as conn:
+        failed = dict(
+            conn.execute(
+                "SELECT failure_group, count(*) FROM jobs WHERE state = 'failed' "
+                "AND failure_group IS NOT NULL GROUP BY failure_group"
+            ).fetchall()
+        )
+        stored = dict(conn.execute("SELECT failure_group, jobs FROM failure_counts").fetchall())
+    assert engine.failed_groups(now=now) == failed
+    assert stored == failed  # no row left at 0
+    for group, jobs in failed.items():
+        assert engine.failed(group, limit=1, now=now).total == jobs
 
 
 # -- usage never drifts -------------------------------------------------------------------
@@ -223,6 +260,7 @@ def test_usage_never_drifts_from_the_jobs(engine: SQLiteEngine, seed: int) -> No
     assert sum(u.total_items for u in totals.values()) > 100
     assert totals["a"].expired + totals["a+x"].expired > 0
     assert totals["c"].discarded + totals["a+x"].discarded > 0
+    assert engine.failed_groups(now=world.now)  # the mix leaves failed jobs to count
 
 
 def test_usage_never_drifts_in_a_migrated_file(tmp_path: Path) -> None:
@@ -267,7 +305,7 @@ def test_a_version_2_file_is_migrated_with_the_usage_of_its_jobs(tmp_path: Path)
     _version_2_file(path)
     with SQLiteEngine(path) as engine:
         with engine.database.statement() as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
         q = engine.queue_usage("q", now=T0)
         # waiting 7 bytes, running 8, scheduled 5; the failed job counts only as put
         assert (q.items, q.bytes, q.total_items, q.expired, q.discarded) == (3, 20, 4, 0, 0)
@@ -282,6 +320,35 @@ def test_a_version_2_file_is_migrated_with_the_usage_of_its_jobs(tmp_path: Path)
         assert [job.jid for job in engine.pop("q", "w2", 5, now=T0 + 6)] == ["w"]
         assert engine.queue_usage("q", now=T0 + 6).expired == 1
         assert_no_drift(engine, T0 + 6)
+
+
+def test_a_version_5_file_gets_the_counts_of_its_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
+    with SQLiteEngine(path, SQLiteOptions(synchronous="off")) as engine:
+        engine.put_many([NewJob("q", f"j{n}", "Task", "1") for n in range(5)], now=T0)
+        for n, job in enumerate(engine.pop("q", "w", 5, now=T0)):
+            engine.fail(job.jid, "w", ["boom", "bang"][n % 2], "it broke", now=T0)
+        engine.put("q", "later", "Task", "1", delay=50, now=T0)
+        engine.put("q", "after", "Task", "1", depends=["later"], now=T0)
+        engine.put("q", "now", "Task", "1", now=T0)
+    conn = sqlite3.connect(path, isolation_level=None)  # as version 5 left it
+    conn.executescript(
+        "DROP TABLE failure_counts; DROP TRIGGER usage_moved; DROP TRIGGER usage_deleted;"
+        "ALTER TABLE queue_usage DROP COLUMN scheduled; "
+        "ALTER TABLE queue_usage DROP COLUMN depends; PRAGMA user_version = 5;"
+    )
+    conn.close()
+    with SQLiteEngine(path, SQLiteOptions(synchronous="off")) as engine:
+        assert engine.failed_groups(now=T0) == {"bang": 2, "boom": 3}
+        q = engine.queue_counts("q", now=T0)
+        assert (q.waiting, q.scheduled, q.depends) == (1, 1, 1)
+        assert_no_drift(engine, T0)
+        engine.unfail("q", "boom", 2, now=T0 + 1)  # the new triggers keep it from now on
+        engine.cancel(["j1"], now=T0 + 1)
+        assert engine.failed_groups(now=T0 + 1) == {"bang": 1, "boom": 1}
+        q = engine.queue_counts("q", now=T0 + 60)  # `later` is due: counted as waiting
+        assert (q.waiting, q.scheduled, q.depends) == (4, 0, 1)
+        assert_no_drift(engine, T0 + 60)
 
 
 # -- what a put may add -------------------------------------------------------------------

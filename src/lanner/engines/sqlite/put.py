@@ -64,7 +64,7 @@ def store(
     )
     # Counted first: the triggers of a job's later move within this put then find its
     # queue's row.
-    _count_puts(conn, jobs, [row["size"] for row in rows], found.old.keys())
+    _count_puts(conn, jobs, rows, found.old.keys())
     _upsert(conn, rows)
     _store_links(conn, jobs, rows, found.old.keys(), now)
     queues = [jobs[0].queue] if len(jobs) == 1 else sorted({job.queue for job in jobs})
@@ -279,28 +279,37 @@ def expiry(expires_at: float | None, age: float, put_at: float) -> float:
 
 
 def _count_puts(
-    conn: sqlite3.Connection, jobs: Sequence[NewJob], sizes: Sequence[int], existing: Set[str]
+    conn: sqlite3.Connection,
+    jobs: Sequence[NewJob],
+    rows: Sequence[Mapping[str, Any]],
+    existing: Set[str],
 ) -> None:
     """Count the stored jobs into their queues' usage: every put into `total_items`, the
-    new jobs into `items` and `bytes` (a moved job is counted by the triggers on `jobs`).
+    new jobs into `items` and `bytes`, and into `scheduled` or `depends` by their state (a
+    moved job is counted by the triggers on `jobs`).
 
     One row update per queue and put: a trigger on INSERT would cost one per job.
     """
-    added: dict[str, list[int]] = {}  # queue -> [items, bytes, total_items]
+    added: dict[str, list[int]] = {}  # queue -> [items, bytes, total_items, scheduled, depends]
     inserted = set(existing)
-    for job, size in zip(jobs, sizes, strict=True):
+    for job, row in zip(jobs, rows, strict=True):
         counts = added.get(job.queue)
         if counts is None:
-            counts = added[job.queue] = [0, 0, 0]
+            counts = added[job.queue] = [0, 0, 0, 0, 0]
         if job.jid not in inserted:  # a jid twice in one put_many: its second is a move
             inserted.add(job.jid)
             counts[0] += 1
-            counts[1] += size
+            counts[1] += row["size"]
+            state = row["state"]
+            if state != "waiting":
+                counts[3 if state == "scheduled" else 4] += 1
         counts[2] += 1
     conn.executemany(
-        "INSERT INTO queue_usage (queue, items, bytes, total_items) VALUES (?, ?, ?, ?) "
+        "INSERT INTO queue_usage (queue, items, bytes, total_items, scheduled, depends) "
+        "VALUES (?, ?, ?, ?, ?, ?) "
         "ON CONFLICT(queue) DO UPDATE SET items = items + excluded.items, "
-        "bytes = bytes + excluded.bytes, total_items = total_items + excluded.total_items",
+        "bytes = bytes + excluded.bytes, total_items = total_items + excluded.total_items, "
+        "scheduled = scheduled + excluded.scheduled, depends = depends + excluded.depends",
         [(queue, *counts) for queue, counts in added.items()],
     )
 

@@ -15,6 +15,8 @@ One database file holds everything; every process on the machine may open it.
     counters        `seq` (insertion order of jobs) and `complete` (completed jobs kept)
     queue_usage     LIMITS, per queue: the jobs it holds (items, bytes of their `size`),
                     kept as jobs change (see its trigger); jobs put, expired, discarded
+                    and, of the jobs held, the scheduled and the depends ones (version 6)
+    failure_counts  the failed jobs of each failure group, kept by the same triggers
     fanout          FANOUT: (parent, child) for every `parent+child` popped or peeked
     events          EVENTS: what write transactions did, while a stream listens: id (in
                     commit order, never reused), at (Unix time of the commit), kind, jid,
@@ -40,7 +42,8 @@ The schema version is PRAGMA user_version; a newer one is refused, never downgra
 older one is migrated on opening (`MIGRATIONS`: version 2 added `jobs.result`; version 3
 added `jobs.expires_at`, `jobs.size`, `jobs_expiring`, `queue_usage` with its triggers,
 and `fanout`; version 4 added `events` and `event_listeners`; version 5 the FLOW tables
-of flow.py: `flow_jobs`, `flow_slots`, `flow_starts`).
+of flow.py: `flow_jobs`, `flow_slots`, `flow_starts`; version 6 `failure_counts` and
+`queue_usage.scheduled` and `.depends`, and the usage triggers made anew to keep them).
 """
 
 from __future__ import annotations
@@ -55,10 +58,11 @@ from typing import Final
 from lanner.engines.sqlite.flow import FLOW_SCHEMA
 from lanner.errors import SchemaError
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 MIN_SQLITE: Final = (3, 35, 0)  # RETURNING, and json_insert's '$[#]'
 
-# What version 3 added beside the jobs' columns: created by SCHEMA and by the migration.
+# What version 3 added beside the jobs' columns: created by SCHEMA and by the migration
+# (and its usage triggers, which USAGE_SCHEMA holds since version 6 made them anew).
 LIMITS_SCHEMA: Final = """
 CREATE INDEX jobs_expiring ON jobs(queue, expires_at)
 WHERE state = 'waiting' AND expires_at IS NOT NULL;
@@ -77,30 +81,71 @@ CREATE TABLE fanout (
     child  TEXT NOT NULL,                       -- queue `<parent>+<child>` gets copies
     PRIMARY KEY (parent, child)
 ) WITHOUT ROWID;
+"""
+
+# What version 6 added: the scheduled and depends jobs of each queue, and the jobs of each
+# failure group, counted as the usage is, by the same two triggers (which version 6 made
+# anew: a file of version 3 to 5 has them without these counts). Created by SCHEMA and by
+# the migration.
+USAGE_SCHEMA: Final = """
+-- Of a queue's items (the jobs it holds): how many are scheduled, how many depends.
+ALTER TABLE queue_usage ADD COLUMN scheduled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE queue_usage ADD COLUMN depends INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE failure_counts (
+    failure_group TEXT PRIMARY KEY,
+    jobs          INTEGER NOT NULL              -- failed jobs of the group; no row: none
+) WITHOUT ROWID;
 
 -- A put checks a queue's bounds against its usage, so usage is kept on every change of a
 -- job's state, queue or size, whatever the command: it cannot drift from the jobs. The
--- WHEN clause leaves the common changes (waiting to running and back) without a write.
+-- WHEN clause leaves the common changes (waiting to running and back, running to
+-- complete) without a write.
 -- The two hot changes are counted by the one place that makes each, one row update per
 -- command where a trigger would cost one per job: new jobs by put.store (an INSERT, which
 -- no trigger counts; put.store also counts total_items), completions by jobs.finish.
 -- One trigger, not one per direction: each costs a sub-program call per row updated,
 -- even when its WHEN is false, and pops update the state of every job they take.
+-- Since version 6 the same statements count, for `lanner status`, the scheduled and
+-- depends jobs among a queue's items, and the failed jobs of each group: a job enters or
+-- leaves those states only through a change the WHEN lets in, and each statement is a
+-- no-op (by its constant WHERE, or by adding 0) for a job in none of them.
 CREATE TRIGGER usage_moved AFTER UPDATE OF state, queue, size ON jobs
-WHEN new.state != 'complete'
-AND ((old.state IN ('complete', 'failed')) != (new.state IN ('complete', 'failed'))
-    OR new.queue != old.queue OR new.size != old.size)
+WHEN (new.state != 'complete'
+    AND ((old.state IN ('complete', 'failed')) != (new.state IN ('complete', 'failed'))
+        OR new.queue != old.queue OR new.size != old.size
+        OR (new.state != old.state
+            AND (old.state IN ('scheduled', 'depends') OR new.state IN ('scheduled', 'depends')))))
+OR (old.state = 'failed' AND new.state = 'complete')
 BEGIN
-    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size
+    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size,
+        scheduled = scheduled - (old.state = 'scheduled'),
+        depends = depends - (old.state = 'depends')
     WHERE queue = old.queue AND old.state NOT IN ('complete', 'failed');
-    INSERT INTO queue_usage (queue, items, bytes)
-    SELECT new.queue, 1, new.size WHERE new.state NOT IN ('complete', 'failed')
-    ON CONFLICT(queue) DO UPDATE SET items = items + 1, bytes = bytes + excluded.bytes;
+    INSERT INTO queue_usage (queue, items, bytes, scheduled, depends)
+    SELECT new.queue, 1, new.size, new.state = 'scheduled', new.state = 'depends'
+    WHERE new.state NOT IN ('complete', 'failed')
+    ON CONFLICT(queue) DO UPDATE SET items = items + 1, bytes = bytes + excluded.bytes,
+        scheduled = scheduled + excluded.scheduled, depends = depends + excluded.depends;
+    UPDATE failure_counts SET jobs = jobs - 1
+    WHERE old.state = 'failed' AND failure_group = old.failure_group;
+    DELETE FROM failure_counts
+    WHERE old.state = 'failed' AND failure_group = old.failure_group AND jobs <= 0;
+    INSERT INTO failure_counts (failure_group, jobs)
+    SELECT new.failure_group, 1 WHERE new.state = 'failed' AND new.failure_group IS NOT NULL
+    ON CONFLICT(failure_group) DO UPDATE SET jobs = jobs + 1;
 END;
 CREATE TRIGGER usage_deleted AFTER DELETE ON jobs
-WHEN old.state NOT IN ('complete', 'failed')
+WHEN old.state != 'complete'
 BEGIN
-    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size WHERE queue = old.queue;
+    UPDATE queue_usage SET items = items - 1, bytes = bytes - old.size,
+        scheduled = scheduled - (old.state = 'scheduled'),
+        depends = depends - (old.state = 'depends')
+    WHERE queue = old.queue AND old.state != 'failed';
+    UPDATE failure_counts SET jobs = jobs - 1
+    WHERE old.state = 'failed' AND failure_group = old.failure_group;
+    DELETE FROM failure_counts
+    WHERE old.state = 'failed' AND failure_group = old.failure_group AND jobs <= 0;
 END;
 """
 
@@ -255,6 +300,7 @@ BEGIN UPDATE counters SET value = value - 1 WHERE name = 'complete'; END;
     + LIMITS_SCHEMA
     + EVENTS_SCHEMA
     + FLOW_SCHEMA
+    + USAGE_SCHEMA
 )
 
 MIGRATIONS: Final = (
@@ -274,6 +320,20 @@ FROM jobs WHERE queue != '' GROUP BY queue;
 """,
     EVENTS_SCHEMA,
     FLOW_SCHEMA,
+    # Version 6: the usage triggers made anew (they count failure groups too). Version 3's
+    # migration made no triggers (USAGE_SCHEMA has them): only files of versions 3 to 5
+    # have the old ones.
+    "DROP TRIGGER IF EXISTS usage_moved;\nDROP TRIGGER IF EXISTS usage_deleted;\n"
+    + USAGE_SCHEMA
+    + """
+INSERT INTO failure_counts (failure_group, jobs)
+SELECT failure_group, count(*) FROM jobs WHERE state = 'failed' AND failure_group IS NOT NULL
+GROUP BY failure_group;
+UPDATE queue_usage SET
+    scheduled = (SELECT count(*) FROM jobs WHERE queue = queue_usage.queue
+                 AND state = 'scheduled'),
+    depends = (SELECT count(*) FROM jobs WHERE queue = queue_usage.queue AND state = 'depends');
+""",
 )
 """MIGRATIONS[n], SQL statements, takes a file of schema version n + 1 to n + 2."""
 
