@@ -276,3 +276,18 @@ def test_the_flow_state_of_partitions_is_merged_by_name() -> None:
     ]
     [bucket] = merged.buckets
     assert (bucket.bucket, bucket.recent, bucket.held, bucket.next_at) == ("b", 5, 1, T0 + 4)
+
+
+def test_a_job_under_flow_is_not_sent_on_into_another_partition(
+    engine: RedisClusterEngine,
+) -> None:
+    # Its key and bucket are held in its queue's partition: sent on, it would run unheld.
+    engine.put("q1", "a", "Task", flow=lanner.Flow("k", 1), now=T0)
+    engine.put("q1", "plain", "Task", now=T0)
+    assert sorted(job.jid for job in engine.pop("q1", "w1", 2, now=T0)) == ["a", "plain"]
+    with pytest.raises(lanner.Unsupported, match="cross-queue-flow"):
+        engine.complete("a", "w1", "q1", next="q2", now=T0)
+    job = engine.get("a", now=T0)
+    assert job is not None
+    assert (job.state, job.queue) == ("running", "q1")
+    assert engine.complete("plain", "w1", "q1", next="q2", now=T0) == "waiting"

@@ -74,6 +74,15 @@ def complete_to(engine: RedisClusterEngine, source: str, command: checks.Complet
             f"on other jobs: capability {capability!r}",
         )  # fmt: skip
     assert command.next is not None
+    if engine.client.hexists(key(source, f"j:{command.jid}"), "lanner_flow"):
+        # Its key or bucket is held in this partition: sent on, the job would run unheld.
+        capability = Capability.CROSS_QUEUE_FLOW.value
+        raise Unsupported(
+            engine.name, "complete", capability,
+            "on Redis Cluster a job under flow control cannot be sent on to a queue of "
+            f"another partition ({command.queue!r} to {command.next!r}): its controls are "
+            f"held in its own: capability {capability!r}",
+        )  # fmt: skip
     target = of_queue(command.next)
     engine.partitions.register(target)
     state = engine.call_in(
