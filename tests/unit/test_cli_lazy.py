@@ -26,6 +26,7 @@ HEAVY = (
     "lanner.simulate",
     "lanner.tools",
     "rich",
+    "yaml",  # only a queue file (--queues FILE) is read with it
 )
 
 
