@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 
 import click
+from click import exceptions as click_errors
 
 from lanner._version import __version__
 
@@ -117,6 +118,21 @@ class _Lanner(click.Group):
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             self.add_command(load_command(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as error:
+            # click (8.4+) suggests names close to a mistyped one among the commands it
+            # holds, which are the loaded ones: offer it every name.
+            no_such = getattr(click_errors, "NoSuchCommand", None)
+            if no_such is None or not isinstance(error, click_errors.NoSuchCommand):
+                raise
+            raise click_errors.NoSuchCommand(
+                error.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         names = self.list_commands(ctx)

@@ -100,3 +100,12 @@ def test_the_help_is_the_same_with_every_command_loaded(width: int) -> None:
     assert sorted(loaded.commands) == sorted(cli.COMMANDS)
     assert listed == commands_section(loaded, width)
     assert all(f"  {name}  " in listed for name in cli.COMMANDS)
+
+
+def test_a_mistyped_command_is_told_its_close_names() -> None:
+    """As click tells them when every command is loaded (8.4+; before, no suggestion)."""
+    result = CliRunner().invoke(cli._Lanner(), ["stat"])
+    assert result.exit_code == 2
+    assert "No such command 'stat'." in result.output
+    if hasattr(click.exceptions, "NoSuchCommand"):
+        assert "Did you mean one of: 'stats', 'status'?" in result.output
