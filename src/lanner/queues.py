@@ -30,13 +30,14 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Final
-
-import yaml
+from typing import TYPE_CHECKING, Final
 
 from lanner import limits
 from lanner.checks.names import queue_name
 from lanner.errors import ConfigError, InvalidName
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "DEFAULT_QUEUES",
@@ -192,6 +193,8 @@ def load_queue_config(path: str | os.PathLike[str]) -> tuple[QueueConfig, ...]:
         raise ConfigError(
             f"cannot read the file: {error.strerror or error}", source=source
         ) from None
+    import yaml  # here: a process that reads no queue file (most workers) need not load it
+
     try:
         document = yaml.safe_load(data)
     except yaml.YAMLError as error:
@@ -210,6 +213,8 @@ def load_queue_config(path: str | os.PathLike[str]) -> tuple[QueueConfig, ...]:
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
+    import yaml
+
     if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
         mark = error.problem_mark
         context = ""

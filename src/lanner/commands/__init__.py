@@ -1,4 +1,5 @@
-"""The `lanner` subcommands, one module per subject; `lanner.cli` adds them to its group.
+"""The `lanner` subcommands, one module per subject; `lanner.cli.COMMANDS` names each
+command's module, imported only when that command runs (`lanner --help` imports none).
 
     common      -A/--app and --broker, loading the App, the session every command opens
     known       the queues and failure groups that exist: a typo is an error, not nothing

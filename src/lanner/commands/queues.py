@@ -19,7 +19,7 @@ from lanner.commands.known import require, require_queues
 from lanner.commands.rendering import say
 from lanner.engine import Capability
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "pause_command", "unpause_command"]
 
 
 def pausing_command(pause: bool) -> click.Command:
@@ -40,4 +40,6 @@ def pausing_command(pause: bool) -> click.Command:
     return command
 
 
-COMMANDS: Final = (pausing_command(pause=True), pausing_command(pause=False))
+pause_command: Final = pausing_command(pause=True)
+unpause_command: Final = pausing_command(pause=False)
+COMMANDS: Final = (pause_command, unpause_command)
