@@ -2,6 +2,7 @@
 
 Usage: python scripts/peer-huey.py [--engines redis,sqlite] [--rounds 3] [--jobs 20000]
                                    [--delays 2000] [--lanner SRC ...] [--json]
+                                   [--sqlite-sync default|both|neither]
 
 Huey is not a dependency of lanner: install it by hand into the venv for this only
 (`pip install huey`, 3.5.x measured); without it the script says so in one line and exits.
@@ -23,7 +24,9 @@ the CPU spent after the first job was done, over the jobs done after it.
 Engines: `redis` (Huey's `RedisHuey` on database 0 beside lanner's `redis://` engine, the
 database flushed before each run; the INCR counter lives in database 15) and `sqlite`
 (Huey's `SqliteHuey` beside lanner's default SQLite engine, a new file per run; the
-counter still on the Redis server). Runs alternate Huey, lanner, Huey, ... for each
+counter still on the Redis server). Their defaults differ: lanner's SQLite syncs each
+commit to disk, Huey's does not (`synchronous=0` unless `fsync=True`); `--sqlite-sync both`
+makes Huey sync too, `--sqlite-sync neither` runs lanner with `?synchronous=off`. Runs alternate Huey, lanner, Huey, ... for each
 engine, R rounds; the medians are printed as a Markdown table per engine, every run's
 figure in brackets:
 
@@ -76,7 +79,8 @@ if os.environ["PEER_SIDE"] == "huey":
     if ENGINE == "redis":
         huey = _huey.RedisHuey("peer", url=os.environ["PEER_REDIS_URL"])
     else:
-        huey = _huey.SqliteHuey("peer", filename=os.environ["PEER_SQLITE"])
+        huey = _huey.SqliteHuey("peer", filename=os.environ["PEER_SQLITE"],
+                                fsync=os.environ["PEER_SQLITE_SYNC"] == "both")
 
     @huey.task()
     def noop():
@@ -87,7 +91,8 @@ else:
     if ENGINE == "redis":
         app = lanner.App(broker=os.environ["PEER_REDIS_URL"])
     else:
-        app = lanner.App(broker="sqlite:///" + os.environ["PEER_SQLITE"])
+        off = "?synchronous=off" if os.environ["PEER_SQLITE_SYNC"] == "neither" else ""
+        app = lanner.App(broker="sqlite:///" + os.environ["PEER_SQLITE"] + off)
 
     @app.task()
     def noop():
@@ -281,6 +286,11 @@ def main() -> None:  # noqa: C901
     parser.add_argument("--delays", type=int, default=2_000)
     parser.add_argument("--lanner", action="append", metavar="SRC", default=[])
     parser.add_argument("--json", action="store_true", help="print every run as JSON too")
+    parser.add_argument(
+        "--sqlite-sync", choices=("default", "both", "neither"), default="default",
+        help="SQLite's fsync per commit: each side's default (lanner: on; Huey: off), both "
+        "on (Huey's fsync=True), or neither (lanner's synchronous=off)",
+    )  # fmt: skip
     parser.add_argument("--one", nargs=2, metavar=("SIDE", "ENGINE"), help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.one:
@@ -325,6 +335,7 @@ def main() -> None:  # noqa: C901
                             PEER_REDIS_URL=f"redis://127.0.0.1:{port}/0",
                             PEER_COUNTER_URL=f"redis://127.0.0.1:{port}/{COUNTER_DB}",
                             PEER_SQLITE=str(sqlite),
+                            PEER_SQLITE_SYNC=opts.sqlite_sync,
                         )
                         argv = [sys.executable, __file__, "--one", env["PEER_SIDE"], engine,
                                 "--jobs", str(opts.jobs), "--delays", str(opts.delays)]  # fmt: skip
