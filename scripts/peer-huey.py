@@ -27,8 +27,8 @@ database flushed before each run; the INCR counter lives in database 15) and `sq
 counter still on the Redis server). Their defaults differ: lanner's SQLite syncs each
 commit to disk, Huey's does not (`synchronous=0` unless `fsync=True`); `--sqlite-sync
 both` makes Huey sync too, `--sqlite-sync neither` runs lanner with `?synchronous=off`.
-Runs alternate Huey, lanner, Huey, ... for each engine, R rounds; the medians are printed as a Markdown table per engine, every run's
-figure in brackets:
+Runs alternate Huey, lanner, Huey, ... for each engine, R rounds; the medians are printed
+as a Markdown table per engine, every run's figure in brackets:
 
     single .delay() jobs/s          M calls in a row, one after the other
     publisher CPU µs per .delay()   the publishing process's CPU over those calls
