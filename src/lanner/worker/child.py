@@ -105,7 +105,6 @@ _KINDS: tuple[type[Report], ...] = (
     WorkerExiting, EngineFailed, StoreRefused,
 )  # fmt: skip
 _KIND_NUMBERS: dict[type[Report], int] = {kind: number for number, kind in enumerate(_KINDS)}
-_STARTED, _FINISHED = _KIND_NUMBERS[JobStarted], _KIND_NUMBERS[JobFinished]
 
 
 def encode_report(report: Report) -> bytes:
@@ -172,13 +171,7 @@ class PipeReporter:
         self._lock = threading.Lock()
 
     def _send(self, report: Report) -> None:
-        self._write((_KIND_NUMBERS[type(report)], *report))
-
-    def _write(self, encoded: tuple[object, ...]) -> None:
-        """A report already as `encode_report` pickles it: the two of every job are made
-        so directly, without their NamedTuple (about a tenth of the reports' CPU)."""
-        data = pickle.dumps(encoded, pickle.HIGHEST_PROTOCOL)
-        data = _LENGTH.pack(len(data)) + data
+        data = frame(encode_report(report))
         with self._lock:
             write_whole(self._fd, data)
 
@@ -186,7 +179,7 @@ class PipeReporter:
         self._send(BatchPopped(queue, list(jids)))
 
     def started(self, jid: str, deadline: float, retry_delay: float | None) -> None:
-        self._write((_STARTED, jid, deadline, retry_delay))
+        self._send(JobStarted(jid, deadline, retry_delay))
 
     def stopping(self, jid: str, why: str) -> None:
         self._send(JobStopping(jid, why))
@@ -199,7 +192,7 @@ class PipeReporter:
         klass: str = "",
         seconds: float = 0.0,
     ) -> None:
-        self._write((_FINISHED, jid, succeeded, outcome, klass, seconds))
+        self._send(JobFinished(jid, succeeded, outcome, klass, seconds))
 
     def completed(self, jids: Sequence[str]) -> None:
         self._send(JobsCompleted(list(jids)))
