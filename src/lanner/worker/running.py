@@ -70,10 +70,11 @@ class JobRunning:
 
     def run_job(self, queue: QueueConfig, job: Job, batch: Batch) -> None:
         """Run one job; if it succeeds, its completion is left to the batch."""
-        token = context.running_job(job, self.engine)
+        engine = self.engine
+        token = context.running_job(job, engine)
         try:
             try:
-                task_class, payload, args, kwargs = admit(job, self.engine.max_data_bytes, self.app)
+                task_class, payload, args, kwargs = admit(job, engine.max_data_bytes, self.app)
             except Rejected as rejected:
                 logger.error("job %s (%s) cannot run: %s", job.jid, job.klass, rejected.message)
                 self._fail(job, rejected.group, rejected.message)
