@@ -28,6 +28,7 @@ from pathlib import Path
 import lanner.worker.child as child_mod
 import lanner.worker.loop as loop_mod
 import lanner.worker.pool as pool_mod
+import lanner.worker.running as running_mod
 from lanner.task import Task
 
 HERE = Path(__file__).resolve().parent
@@ -58,7 +59,7 @@ def timed(owner, name, label):
 
 def child(*args, **kwargs):
     timed(loop_mod.WorkerLoop, "_pop", "pop")
-    timed(loop_mod, "admit", "admission")
+    timed(running_mod, "admit", "admission")
     timed(Task, "run", "task run (hooks + body)")
     timed(loop_mod.WorkerLoop, "_result", "result")
     timed(loop_mod.WorkerLoop, "_complete", "complete (batched)")

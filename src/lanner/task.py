@@ -39,6 +39,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from lanner.errors import BlacklistedException, InvalidState, TimeoutException
+from lanner.job import Job
 from lanner.message import KaleMessage, settling_message
 from lanner.publisher import Publisher
 
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
     from lanner.codec import Payload
     from lanner.flow import Debounce
     from lanner.handle import JobHandle
-    from lanner.job import Job
     from lanner.settings import Settings
     from lanner.workflows.canvas import Signature
 
@@ -171,7 +171,7 @@ class Task:
         form, a message body (`Task({"id": ..., "payload": {"app_data": ...}})`), works
         too, for tests written for Kale."""
         body: Mapping[str, Any] = {}
-        if isinstance(job, Mapping):
+        if type(job) is not Job and isinstance(job, Mapping):  # a Job: no ABC check per job
             body, job = job, None
         self.job = job
         self.task_id: str | None = job.jid if job is not None else body.get("id")
@@ -339,7 +339,9 @@ class Task:
         try:
             self._check_blacklist(*args, **kwargs)
             result = self.run_task(*args, **kwargs)
-            if inspect.isawaitable(result):  # an async task: done only once it finished
+            # An async task: done only once it finished (None, a no-op's, is not asked:
+            # `isawaitable` looks for the Awaitable ABC, a microsecond per job).
+            if result is not None and inspect.isawaitable(result):
                 from lanner.inprocess import coroutines
 
                 result = coroutines.run(result)

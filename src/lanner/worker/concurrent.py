@@ -68,7 +68,7 @@ from lanner.worker.loop import (
 from lanner.worker.outage import Outage
 from lanner.worker.recovery import runs_alone
 from lanner.worker.reporter import Outcome, Reporter
-from lanner.worker.running import Ended
+from lanner.worker.running import Ended, start_window
 
 if TYPE_CHECKING:
     from lanner.app import App
@@ -358,7 +358,7 @@ class ConcurrentLoop(KeepingInFlight):
                 await self._call(self._release, [job.jid], job.queue, "should_run_task() said no",
                                  delay)  # fmt: skip
                 return "", None
-            window = rates.start_window(job)
+            window = start_window(job)
             if window is not None and not await rates.ahold(window):
                 await self._call(self._release, [job.jid], job.queue, rates.LATE)
                 return "", None

@@ -126,8 +126,19 @@ def retry_delay(app: App, job: Job) -> float | None:
         return float(task_class._get_delay_sec_for_retry(spent))
 
 
+_backoffs: dict[type[Task], bool] = {}
+
+
 def _own_backoff(task_class: type[Task]) -> bool:
-    """Whether the task changes Kale's backoff (an override may be a staticmethod too)."""
+    """Whether the task changes Kale's backoff (an override may be a staticmethod too):
+    known once per task class, as every job's start asks."""
+    own = _backoffs.get(task_class)
+    if own is None:
+        own = _backoffs[task_class] = _changes_backoff(task_class)
+    return own
+
+
+def _changes_backoff(task_class: type[Task]) -> bool:
     method = task_class._get_delay_sec_for_retry
     default = Task._get_delay_sec_for_retry
     return (

@@ -92,10 +92,21 @@ def _inside_logging(frame: FrameType | None) -> bool:
 def running(jid: str, time_limit: float | None) -> Iterator[None]:
     """Run the block as job `jid`'s task, interruptible, stopped after `time_limit` seconds
     (None, or 0: no time limit; it can still be stopped)."""
+    armed = arm(jid, time_limit)
+    try:
+        yield
+    finally:
+        if armed:
+            disarm(time_limit)
+
+
+def arm(jid: str, time_limit: float | None) -> bool:
+    """What `running` does before its block, without a generator per job (the worker's
+    hot path): call `disarm(time_limit)` in a `finally` after the task if it returns True
+    (False: not the main thread, nothing was armed)."""
     global _running
     if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+        return False
     if _handler_of(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
     limit = time_limit or 0.0
@@ -103,12 +114,15 @@ def running(jid: str, time_limit: float | None) -> Iterator[None]:
     _running = _Running(jid, limit, deadline)
     if limit > 0:
         signal.setitimer(signal.ITIMER_REAL, limit)
-    try:
-        yield
-    finally:
-        if limit > 0:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        _running = None
+    return True
+
+
+def disarm(time_limit: float | None) -> None:
+    """The task armed by `arm(jid, time_limit)` has ended."""
+    global _running
+    if time_limit:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    _running = None
 
 
 def stop(jid: str, error: BaseException) -> bool:

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from lanner import JobState
-from lanner.worker import rates
+from lanner.worker import rates, running
 
 from .world import EVENTS, WLTask, World, events, whats
 
@@ -52,3 +52,13 @@ def test_a_job_without_a_rate_has_no_window(world: World) -> None:
     [job] = world.pop()
     assert job.jid == jid
     assert rates.start_window(job) is None
+
+
+def test_the_loop_reads_the_history_only_of_a_job_with_a_window(world: World) -> None:
+    """`running.start_window` skips decoding a history without a `start`: it finds what
+    `rates.start_window` finds, for a rated job and for any other."""
+    world.app.publish(WLRated, ["x"])
+    world.app.publish(WLTask, [])
+    jobs = world.pop() + world.pop()
+    assert [running.start_window(job) for job in jobs] == [rates.start_window(job) for job in jobs]
+    assert sum(running.start_window(job) is not None for job in jobs) == 1
