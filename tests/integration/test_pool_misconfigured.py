@@ -113,3 +113,21 @@ def test_a_store_that_turns_into_another_file_under_running_workers_stops_the_po
     finally:
         pool.terminate(timeout=5)
         app.close()
+
+
+def test_a_queue_cap_the_engine_cannot_keep_stops_the_pool(sqs_fresh_url: str) -> None:
+    """SQS cannot cap a queue's running jobs: a queue meant to be capped does not run
+    uncapped (as bounds on such an engine, refused before any child starts)."""
+    queues = [QueueConfig("work", max_concurrency=2)]
+    app = App(sqs_fresh_url, settings=Settings(broker=sqs_fresh_url), queues=queues)
+    pool = WorkerPool(app, concurrency=1, shutdown_timeout=5)
+    try:
+        pool.start()
+        assert isinstance(pool.refused, StoreMisconfigured)
+        assert "cannot cap how many jobs of a queue run at once" in str(pool.refused)
+        assert pool.children == []
+        with pytest.raises(StoreMisconfigured, match="max_concurrency"):
+            pool.run()
+    finally:
+        pool.stop()
+        app.close()

@@ -403,19 +403,18 @@ class WorkerLoop(JobRunning):
 def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
     """Store the queues' settings the engine applies: lock duration, concurrency cap, bounds.
 
-    Bounds on an engine that cannot keep them are refused (`Unsupported`): a queue meant to
-    stay bounded must not grow without a word."""
+    Bounds or a concurrency cap on an engine that cannot keep them are refused
+    (`Unsupported`): a queue meant to stay bounded, or capped, must not run without."""
     for queue in queues:
         limits = queue.limits()
         if limits and Capability.LIMITS not in engine.capabilities:
             raise Unsupported(engine.name, f"queue {queue.name}: {', '.join(limits)}", "limits")
+        if queue.max_concurrency and Capability.MAX_CONCURRENCY not in engine.capabilities:
+            raise Unsupported(engine.name, f"queue {queue.name}: max_concurrency",
+                              Capability.MAX_CONCURRENCY.value)  # fmt: skip
         for key, value in limits.items():
             engine.config_set(key, value)
         # The lock a pop takes is the queue's batch SLA.
         engine.config_set(f"{queue.name}-heartbeat", queue.visibility_timeout_sec)
-        if queue.max_concurrency and Capability.MAX_CONCURRENCY not in engine.capabilities:
-            logger.warning("queue %s: max_concurrency %d is not applied: the %s engine cannot "
-                           "cap a queue's concurrency", queue.name, queue.max_concurrency,
-                           engine.name)  # fmt: skip
-        elif queue.max_concurrency:
+        if queue.max_concurrency:
             engine.config_set(f"{queue.name}-max-concurrency", queue.max_concurrency)
