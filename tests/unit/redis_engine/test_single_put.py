@@ -1,0 +1,86 @@
+"""A single put's steps in the Redis core: what it no longer reads, and what still holds.
+
+A put into a queue it knows reads neither the last waiting job's hash (its score says it
+goes ahead) nor ql:queues (the queue's usage hash says it is listed), and a wake-up list
+nobody empties is trimmed once in a while, not at every put. Here: the commands a put
+makes, and the cases those shortcuts must leave alone (fractional priorities, a forgotten
+queue, the list's bound).
+"""
+
+from __future__ import annotations
+
+import json
+
+from lanner import NewJob
+from lanner.engines.redis.engine import RedisEngine
+from lanner.engines.redis.script import build_script
+
+from .support import T0, raw
+
+
+def calls(redis_url: str) -> dict[str, int]:
+    """Commands run by the server since its statistics were reset, by name."""
+    with raw(redis_url) as client:
+        stats = client.info("commandstats")
+    return {key.removeprefix("cmdstat_"): int(value["calls"]) for key, value in stats.items()}
+
+
+def test_a_put_into_a_known_queue_reads_no_job_hash_nor_the_queue_list(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put("q", "a", "Task", now=T0)
+    engine.put("q", "b", "Task", now=T0 + 1)
+    with raw(redis_url) as client:
+        client.config_resetstat()
+    engine.put_many([NewJob("q", "c", "Task")], now=T0 + 2)  # as `.delay()` does
+    made = calls(redis_url)
+    assert made.get("hmget") == 1  # the queue's usage; not the last job's order
+    assert "zscore" not in made  # ql:queues
+    assert "ltrim" not in made
+    assert [job.jid for job in engine.pop("q", "w", 3, now=T0 + 3)] == ["a", "b", "c"]
+
+
+def test_equal_scores_still_read_the_order(engine: RedisEngine) -> None:
+    for jid in ["c", "a", "b"]:
+        engine.put("q", jid, "Task", priority=3, now=T0)
+    assert [job.jid for job in engine.pop("q", "w", 3, now=T0)] == ["c", "a", "b"]
+
+
+def test_fractional_priorities_are_placed_by_their_order(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    # A qless client may give any number. A job of priority -0.01 ready at 1000 has the
+    # higher qless score of the two (-0.01 - 1e-7 > 0 - 0.02), yet pops second.
+    with raw(redis_url) as client:
+        sha = client.script_load(build_script())
+        low = ("low", "Task", "{}", "0", "priority", "-0.01")
+        client.evalsha(sha, 0, "put", "1000", "", "q", *low)
+        late = str(1000 + 2e8)
+        client.evalsha(sha, 0, "put", late, "", "q", "high", "Task", "{}", "0")
+        assert client.hget("ql:lanner:usage:q", "fractional") == "1"
+        popped = client.evalsha(sha, 0, "pop", late, "q", "w", "2")
+    assert [job["jid"] for job in json.loads(popped)] == ["high", "low"]
+
+
+def test_a_forgotten_queue_is_listed_again_by_its_next_put(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put("q", "a", "Task", now=T0)
+    engine.queue_forget(["q"], now=T0)
+    with raw(redis_url) as client:
+        assert client.zscore("ql:queues", "q") is None
+        assert client.hget("ql:lanner:usage:q", "listed") is None
+    engine.put("q", "b", "Task", now=T0 + 5)
+    with raw(redis_url) as client:
+        assert client.zscore("ql:queues", "q") == T0 + 5
+        assert client.hget("ql:lanner:usage:q", "listed") == "1"
+
+
+def test_the_wake_up_list_stays_bounded(engine: RedisEngine, redis_url: str) -> None:
+    lengths = []
+    with raw(redis_url) as client:
+        for n in range(1100):
+            engine.put("q", f"j{n}", "Task", now=T0)
+            lengths.append(client.llen("ql:lanner:notify:q"))
+    assert max(lengths) == 512
+    assert min(lengths[256:]) == 256
