@@ -4,7 +4,8 @@ A put into a queue it knows reads neither the last waiting job's hash (its score
 goes ahead) nor ql:queues (the queue's usage hash says it is listed), and a wake-up list
 nobody empties is trimmed once in a while, not at every put. Here: the commands a put
 makes, and the cases those shortcuts must leave alone (fractional priorities, a forgotten
-queue, the list's bound).
+queue, the list's bound). And a pop or completion sets the expiry of the day's timing hash
+only when it makes the hash.
 """
 
 from __future__ import annotations
@@ -84,3 +85,21 @@ def test_the_wake_up_list_stays_bounded(engine: RedisEngine, redis_url: str) -> 
             lengths.append(client.llen("ql:lanner:notify:q"))
     assert max(lengths) == 512
     assert min(lengths[256:]) == 256
+
+
+def test_the_day_s_timings_expire_once_set(engine: RedisEngine, redis_url: str) -> None:
+    engine.put_many([NewJob("q", jid, "Task") for jid in ("a", "b")], now=T0)
+    with raw(redis_url) as client:
+        client.config_resetstat()
+        engine.pop("q", "w", 1, now=T0 + 1)
+        engine.complete("a", "w", "q", now=T0 + 2)
+        assert calls(redis_url).get("expire") == 2  # the wait and run hashes, made
+        ttl = client.ttl("ql:s:wait:0:q")
+        assert 0 < ttl <= 31 * 86400 - 1
+        client.config_resetstat()
+        engine.pop("q", "w", 1, now=T0 + 3)
+        engine.complete("b", "w", "q", now=T0 + 4)
+        assert "expire" not in calls(redis_url)
+        assert 0 < client.ttl("ql:s:run:0:q") <= 31 * 86400 - 2
+    stats = engine.stats("q", T0, now=T0 + 5)
+    assert (stats.wait.count, stats.run.count) == (2, 2)
