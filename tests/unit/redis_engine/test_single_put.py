@@ -5,12 +5,15 @@ goes ahead) nor ql:queues (the queue's usage hash says it is listed), and a wake
 nobody empties is trimmed once in a while, not at every put. Here: the commands a put
 makes, and the cases those shortcuts must leave alone (fractional priorities, a forgotten
 queue, the list's bound). And a pop or completion sets the expiry of the day's timing hash
-only when it makes the hash.
+only when it makes the hash; a pop's reply gives the history it just wrote without reading
+it back, and a completion loads the job's short history with the job.
 """
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from lanner import NewJob
 from lanner.engines.redis.engine import RedisEngine
@@ -103,3 +106,37 @@ def test_the_day_s_timings_expire_once_set(engine: RedisEngine, redis_url: str) 
         assert 0 < client.ttl("ql:s:run:0:q") <= 31 * 86400 - 2
     stats = engine.stats("q", T0, now=T0 + 5)
     assert (stats.wait.count, stats.run.count) == (2, 2)
+
+
+@pytest.mark.parametrize("limit", [None, 1, 2])
+def test_a_pop_replies_the_history_as_stored(
+    engine: RedisEngine, redis_url: str, limit: int | None
+) -> None:
+    if limit is not None:
+        engine.config_set("max-job-history", limit, now=T0)
+    engine.put("q", "a", "Task", now=T0)
+    for turn in range(3):  # popped new, then with a list of its own
+        with raw(redis_url) as client:
+            client.config_resetstat()
+        [popped] = engine.pop("q", "w", 1, now=T0 + 1 + turn)
+        if turn == 0 and limit is None:
+            assert calls(redis_url)["lrange"] == 1  # the worker's hand-offs; not the history
+        stored = engine.get("a", now=T0 + 1 + turn)
+        assert stored is not None
+        assert popped.history == stored.history
+        assert len(stored.history) == min(limit or 100, 2 + 2 * turn)
+        engine.retry("a", "q", "w", now=T0 + 1 + turn)
+
+
+def test_a_completion_reads_no_history_field_of_its_own(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put("q", "a", "Task", now=T0)
+    engine.pop("q", "w", 1, now=T0 + 1)
+    with raw(redis_url) as client:
+        client.config_resetstat()
+        engine.complete("a", "w", "q", now=T0 + 2)
+        assert calls(redis_url)["hmget"] == 2  # the job; the day's run timings
+    job = engine.get("a", now=T0 + 3)
+    assert job is not None
+    assert [event.what for event in job.history] == ["put", "popped", "done"]
