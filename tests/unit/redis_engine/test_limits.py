@@ -361,7 +361,12 @@ def test_the_keys(engine: RedisEngine, redis_url: str) -> None:
     engine.put("p", "j", "Task", '"ü"', expires_at=T0 + 9, now=T0)
     with raw(redis_url) as client:
         assert client.smembers("ql:lanner:children:p") == {"c"}
-        assert client.hgetall("ql:lanner:usage:p") == {"bytes": "4", "total": "1", "children": "1"}
+        assert client.hgetall("ql:lanner:usage:p") == {
+            "bytes": "4",
+            "total": "1",
+            "children": "1",
+            "listed": "1",
+        }
         assert client.hgetall("ql:lanner:usage:p+c") == {"bytes": "4", "total": "1"}
         assert client.hmget("ql:j:j+c", "lanner_size", "lanner_expires_at") == ["4", "1009"]
     engine.queue_forget(["p+c"], now=T0)

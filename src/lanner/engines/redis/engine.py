@@ -6,7 +6,8 @@ queue and state (`ql:q:<queue>-work|scheduled|locks|depends|recur`), failure gro
 tags, workers, statistics, `ql:config`, and lanner's wake-up and hand-off lists
 `ql:lanner:notify:<queue>`, `ql:lanner:handoff:<queue>:<worker>`. LIMITS and FANOUT add
 `ql:lanner:usage:<queue>` (a hash of the bytes of data the queue's live jobs brought in,
-how many jobs entered it, expired and were discarded, and how many children it has),
+how many jobs entered it, expired and were discarded, and how many children it has; and
+two marks that spare a put reads: `listed` in `ql:queues`, `fractional` priorities placed),
 `ql:lanner:children:<parent>` (the set of a fanout parent's children), and per job its
 counted size and expiry (`lanner_size`, `lanner_expires_at`); a queue's items are the
 sizes of its zsets. Bounds are settings in `ql:config`. The header of the core

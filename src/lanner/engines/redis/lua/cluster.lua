@@ -74,6 +74,7 @@ end
 -- taken back here), and announces none: the advance was.
 function Move.complete_out(now, target, jid, worker, queue, data, next_queue, delay)
   local state = Job.complete(now, jid, worker, queue, data, { next = next_queue, delay = delay })
+  Job.forget_history(jid)
   redis.call('rpop', Keys.history(jid))
   Move.out(now, target, jid, nil, recreated(Job.load(jid), next_queue, delay))
   redis.call('hset', Keys.job(jid), 'lanner_move_quiet', '1')
@@ -107,7 +108,7 @@ end
 -- After the put of lanner.move_in: the history from before the move comes
 -- first, and a tracked job stays tracked.
 function Move.restore(now, jid, history, tracked)
-  Job.unshorten_history(jid) -- the put's entry, into the list
+  Job.unshorten_history(jid) -- the put's entry, into the list (and forgotten)
   local key = Keys.history(jid)
   local added = redis.call('lrange', key, 0, -1)
   redis.call('del', key)

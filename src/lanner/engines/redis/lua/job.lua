@@ -22,6 +22,13 @@ Job.POP_FIELDS = {
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
   'lanner_expires_at', 'history',
 }
+-- JOB_FIELDS and the history field, for complete: its Job.record then needs
+-- no look of its own for a short put entry (a popped job has none left).
+Job.RECORD_FIELDS = {
+  'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
+  'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
+  'scheduled', 'lanner_size', 'history',
+}
 -- JOB_FIELDS and the expiry, for put's moves.
 Job.EXPIRY_FIELDS = {
   'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
@@ -80,12 +87,13 @@ function Job.load(jid, fields)
   local job = {}
   for index = 1, #fields do
     local field, value = fields[index], values[index]
+    if field == 'history' then
+      job.history_loaded = true -- (Job.record: its value, or none, is known)
+    end
     if value == false then
       value = nil
     elseif NUMERIC_FIELDS[field] then
       value = tonumber(value)
-    elseif field == 'history' then
-      job.history_loaded = true -- (Job.record: its value, or none, is known)
     end
     job[field] = value
   end
@@ -96,8 +104,8 @@ function Job.load(jid, fields)
   return job, values
 end
 
-function Job.require(jid)
-  local job = Job.load(jid)
+function Job.require(jid, fields)
+  local job = Job.load(jid, fields)
   if job == nil then
     raise('Job %s does not exist', jid)
   end
@@ -168,9 +176,25 @@ local function short_entry(jid)
   return expand(found[1], found[2])
 end
 
+-- The history lists this call wrote whole (jid -> their entries' texts):
+-- Job.record keeps the entries it pushed when the list held nothing else, so
+-- that pop's reply (Job.object) does not read back what it just wrote. Any
+-- other write to a history list forgets its jid (Job.forget_history).
+local written_history
+per_call(function()
+  written_history = nil
+end)
+
+function Job.forget_history(jid)
+  if written_history ~= nil then
+    written_history[jid] = nil
+  end
+end
+
 -- Move a short put entry to the head of the list (before anything else is
 -- written to it).
 function Job.unshorten_history(jid)
+  Job.forget_history(jid)
   local entry = short_entry(jid)
   if entry ~= nil then
     redis.call('lpush', Keys.history(jid), entry)
@@ -197,13 +221,22 @@ function Job.record(now, jid, what, extra, loaded)
     short = short_entry(jid)
   end
   local length
+  local known = written_history and written_history[jid]
+  Job.forget_history(jid)
   if short == nil then
     length = redis.call('rpush', key, line)
+    if known ~= nil and length == #known + 1 then
+      known[length] = line
+      written_history[jid] = known
+    end
   else
     -- Mostly the list is empty: one RPUSH writes both entries in order.
     length = redis.call('rpush', key, short, line)
     redis.call('hdel', Keys.job(jid), 'history')
-    if length > 2 then
+    if length == 2 then
+      written_history = written_history or {}
+      written_history[jid] = { short, line }
+    elseif length > 2 then
       -- An older process added entries: the put entry goes before them.
       local entries = redis.call('lrange', key, 0, -1)
       table.insert(entries, 1, table.remove(entries, length - 1))
@@ -213,6 +246,7 @@ function Job.record(now, jid, what, extra, loaded)
   end
   local limit = math.max(1, Config.number('max-job-history', 100))
   if length > limit then
+    Job.forget_history(jid)
     local first = redis.call('lindex', key, 0)
     redis.call('ltrim', key, length - limit + 1, -1)
     redis.call('lpush', key, first)
@@ -224,6 +258,10 @@ end
 -- process added, which show without the put entry until the next one written
 -- here puts it first).
 function Job.history_lines(jid)
+  local known = written_history and written_history[jid]
+  if known ~= nil then
+    return known
+  end
   local entries = redis.call('lrange', Keys.history(jid), 0, -1)
   if #entries == 0 then
     local entry = short_entry(jid)
@@ -349,6 +387,7 @@ end
 -- job that disappears is reported as expired by `track`).
 function Job.delete(jid)
   put_in_call[jid] = nil
+  Job.forget_history(jid)
   local tags = Json.decode(present(redis.call('hget', Keys.job(jid), 'tags')), {})
   Job.unindex_tags(jid, tags)
   redis.call('del', Keys.job(jid), Keys.history(jid),

@@ -55,7 +55,7 @@ end
 -- (lanner.complete_many) collects the jid instead of taking it out of the
 -- queue's -locks and the worker's jobs; the caller does that for all at once.
 function Job.complete(now, jid, worker, queue, data, options, loaded, released)
-  local job = loaded or Job.require(jid)
+  local job = loaded or Job.require(jid, Job.RECORD_FIELDS)
   Job.require_lock(job, worker, queue)
   local key = Keys.job(jid)
   local next_queue = options.next

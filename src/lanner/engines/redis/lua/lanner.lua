@@ -18,14 +18,17 @@
 -- runs) push a token when a command notices them; until then a blocked
 -- worker uses lanner.next_due as its BLPOP timeout.
 
--- The list never holds more tokens than this: enough to wake every worker of
--- any sane deployment, and bounded when nobody listens.
+-- The list keeps at least this many of its newest tokens: enough to wake every
+-- worker of any sane deployment. It is trimmed back to that once it holds
+-- twice as many, not at every push: when nobody listens (jobs published with
+-- no worker blocked), a put pushes its token and trims once in NOTIFY_CAP
+-- puts instead of every time. Bounded either way.
 local NOTIFY_CAP = 256
 
 -- Tokens are counted during the call and pushed by Lanner.flush when the
 -- command ends (api_lanner.lua), one RPUSH per queue: nobody can BLPOP the list
--- while the script runs, and the list ends up the same (at most NOTIFY_CAP
--- tokens) as pushing them one by one.
+-- while the script runs, and the list ends up the same as pushing them one by
+-- one.
 local pending_tokens, pending_queues
 per_call(function()
   pending_tokens, pending_queues = {}, {}
@@ -164,7 +167,7 @@ function Lanner.flush(now)
         tokens[index] = '1'
       end
       local length = redis.call('rpush', key, unpack(tokens))
-      if length > NOTIFY_CAP then
+      if length > 2 * NOTIFY_CAP then
         redis.call('ltrim', key, -NOTIFY_CAP, -1)
       end
     end

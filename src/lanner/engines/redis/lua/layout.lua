@@ -200,7 +200,7 @@
 --                                 after their day (TTL computed from <now>).
 --
 --   ql:lanner:notify:<queue>      LIST   lanner only: wake-up tokens, one per job
---                                 that became ready (at most 256); see lanner.lua
+--                                 that became ready (at most 512); see lanner.lua
 --   ql:lanner:seq                 STRING lanner only: the last lanner_seq given
 --   ql:lanner:waiting:<queue>     ZSET   lanner only: workers blocked on the queue
 --                                 (lanner.pop_wait); score = until when
@@ -219,7 +219,11 @@
 --                                 scheduled, depends, running, stalled), total
 --                                 (jobs that entered it), expired, discarded,
 --                                 children (members of ql:lanner:children:
---                                 <queue>). Its items are the sizes of its -work,
+--                                 <queue>), fractional (1 once a job of a
+--                                 fractional priority was placed in -work:
+--                                 Queue.place), listed (1 while the queue is
+--                                 in ql:queues: Queue.remember). Its items are
+--                                 the sizes of its -work,
 --                                 -scheduled, -locks and -depends
 --   ql:q:<queue>-flow             STRING lanner only (FLOW): the queue has flow jobs
 --   ql:q:<queue>-parked           HASH   FLOW: key -> cap, keys with jobs parked

@@ -50,17 +50,68 @@ local function changes(queue)
   return found
 end
 
--- A counter as this call leaves it (the hash is read once per call).
-local function counter(queue, index)
-  local found = changes(queue)
+-- The queue's counters as stored, read once per call into found[6..10], and
+-- its marks `fractional` into found[11] (see Limits.fractional) and `listed`
+-- into found[12] (see Limits.listed).
+local function read_usage(queue, found)
   if found[6] == nil then
     local values = redis.call('hmget', Keys.usage(queue), 'bytes', 'total', 'expired',
-      'discarded', 'children')
+      'discarded', 'children', 'fractional', 'listed')
     for field = 1, 5 do
       found[field + 5] = tonumber(values[field]) or 0
     end
+    found[11], found[12] = values[6] ~= false, values[7] ~= false
   end
+  return found
+end
+
+-- A counter as this call leaves it (the hash is read once per call).
+local function counter(queue, index)
+  local found = read_usage(queue, changes(queue))
   return found[index + 5] + found[index]
+end
+
+-- Whether a job of a fractional priority was ever placed in the queue's
+-- -work (field `fractional`, set once and kept): Queue.place then reads the
+-- last job's order instead of trusting its score. Read with the counters.
+function Limits.fractional(queue)
+  return read_usage(queue, changes(queue))[11]
+end
+
+-- Whether the queue is known to be in ql:queues without asking it: its usage
+-- hash, read in this call already (a put reads it), says so (field `listed`,
+-- set by Queue.remember once it has seen the queue there, taken away by
+-- Queue.forget with the queue). Queue.remember then makes no ZSCORE.
+function Limits.listed(queue)
+  local found = usage and usage[queue]
+  return found ~= nil and found[12] == true
+end
+
+-- Queue.remember saw the queue in ql:queues (or added it): said in the usage
+-- hash, if this call read it (else the next put's call does).
+function Limits.mark_listed(queue)
+  local found = usage and usage[queue]
+  if found ~= nil and found[6] ~= nil and not found[12] then
+    redis.call('hset', Keys.usage(queue), 'listed', 1)
+    found[12] = true
+  end
+end
+
+-- Queue.forget took the queue out of ql:queues.
+function Limits.unlisted(queue)
+  redis.call('hdel', Keys.usage(queue), 'listed')
+  local found = usage and usage[queue]
+  if found ~= nil and found[6] ~= nil then
+    found[12] = false
+  end
+end
+
+function Limits.mark_fractional(queue)
+  local found = read_usage(queue, changes(queue))
+  if not found[11] then
+    redis.call('hset', Keys.usage(queue), 'fractional', 1)
+    found[11] = true
+  end
 end
 
 -- A job of `size` bytes of data entered the queue.

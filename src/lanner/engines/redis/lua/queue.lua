@@ -16,7 +16,8 @@ end
 
 -- ql:queues lists every queue ever used, scored by when it was first seen.
 -- Queues already known in this call are not looked up again (queue.forget
--- drops them from this memo).
+-- drops them from this memo), nor are those whose usage hash, read by a put
+-- in this call anyway, says they are listed (Limits.listed).
 local remembered
 per_call(function()
   remembered = {}
@@ -26,8 +27,11 @@ function Queue.remember(now, queue)
   if remembered[queue] then
     return
   end
-  if not redis.call('zscore', Keys.queues, queue) then
-    redis.call('zadd', Keys.queues, now, queue)
+  if not Limits.listed(queue) then
+    if not redis.call('zscore', Keys.queues, queue) then
+      redis.call('zadd', Keys.queues, now, queue)
+    end
+    Limits.mark_listed(queue)
   end
   remembered[queue] = true
 end
@@ -220,9 +224,20 @@ local function put_at(queue, jid, mine, score, at_back)
   end
 end
 
+-- The last job's order need not be read when its score alone says it goes
+-- ahead: every job's score in -work is at most qless's score of its order
+-- (or +inf), and with whole priorities a qless score above this job's means
+-- a higher priority, or the same one and an earlier ready time (the time
+-- term stays below 1, and rounding keeps the order of exact values). A queue
+-- that ever had a job of a fractional priority placed is marked in its usage
+-- hash (Limits.fractional): there the order is always read.
 function Queue.place(queue, jid, mine)
   mine = mine or Queue.order(jid)
   local score = Queue.score(mine[1], mine[2])
+  local whole = mine[1] % 1 == 0
+  if not whole then
+    Limits.mark_fractional(queue)
+  end
   -- The last job first, as a new job mostly goes behind all others. (The last
   -- rank holds the lowest score, lowest jid among ties: what ZRANGE 0 0 gives.)
   local work = Keys.queue(queue, 'work')
@@ -235,7 +250,9 @@ function Queue.place(queue, jid, mine)
     return put_at(queue, jid, mine, score, true)
   end
   local last_job, last_score = last[1], tonumber(last[2])
-  if last_score == math.huge or Queue.ahead(order_of(last_job), mine) then
+  if last_score == math.huge
+      or (last_score > score and whole and not Limits.fractional(queue))
+      or Queue.ahead(order_of(last_job), mine) then
     if last_score <= score then
       score = below(last_score)
     end

@@ -106,6 +106,7 @@ end
 function Queue.forget(queues)
   for _, queue in ipairs(queues) do
     redis.call('zrem', Keys.queues, queue)
+    Limits.unlisted(queue)
     remembered[queue] = nil
     Limits.unregister(queue)
   end

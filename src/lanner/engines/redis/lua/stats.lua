@@ -13,7 +13,7 @@
 -- Counters (failures, failed, retries) live in ql:s:stats:<day>:<queue>.
 -- Every stats hash expires stats-history days after its day ends. The TTL is
 -- computed from the caller's `now`, not Redis' clock, like every other time
--- here. (The histogram shares its hash with the timings, so histogram-history
+-- here; a timing hash gets it once, when it is made. (The histogram shares its hash with the timings, so histogram-history
 -- is not enforced separately.)
 
 -- Seconds the stats of `day` are still kept at time `now` (<= 0: not kept).
@@ -74,6 +74,7 @@ function Stats.record(kind, queue, now, seconds)
   if timing == nil then
     local current = redis.call('hmget', key, 'total', 'mean', 'vk')
     timing = {
+      new = current[1] == false,
       total = tonumber(current[1]) or 0,
       mean = tonumber(current[2]) or 0,
       vk = tonumber(current[3]) or 0,
@@ -105,7 +106,13 @@ function Stats.flush()
     for _, field in ipairs(timing.bucket_order) do
       redis.call('hincrby', key, field, timing.buckets[field])
     end
-    redis.call('expire', key, timing.ttl)
+    -- The expiry is a fixed moment for the day (keep_for: the day's start plus
+    -- stats-history + 1 days), so it is set when the hash is made, not again at
+    -- every pop and completion. (A stats-history changed during the day applies
+    -- from the next day's hashes.)
+    if timing.new then
+      redis.call('expire', key, timing.ttl)
+    end
   end
 end
 
