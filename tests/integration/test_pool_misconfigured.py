@@ -125,9 +125,8 @@ def test_a_queue_cap_the_engine_cannot_keep_stops_the_pool(sqs_fresh_url: str) -
         pool.start()
         assert isinstance(pool.refused, StoreMisconfigured)
         assert "cannot cap how many jobs of a queue run at once" in str(pool.refused)
+        assert "max_concurrency" in str(pool.refused)
         assert pool.children == []
-        with pytest.raises(StoreMisconfigured, match="max_concurrency"):
-            pool.run()
     finally:
         pool.stop()
         app.close()
