@@ -14,6 +14,8 @@ from typing import Protocol
 import pytest
 
 from lanner import App, QueueConfig, Settings, StoreMisconfigured
+from lanner.selectors import resolve_selector
+from lanner.worker.loop import WorkerLoop
 from lanner.worker.pool import WorkerPool
 
 from .conftest import Workspace, wait_until
@@ -129,4 +131,16 @@ def test_a_queue_cap_the_engine_cannot_keep_stops_the_pool(sqs_fresh_url: str) -
         assert pool.children == []
     finally:
         pool.stop()
+        app.close()
+
+
+def test_a_queue_cap_the_engine_cannot_keep_stops_a_lone_worker(sqs_fresh_url: str) -> None:
+    """A worker loop without a pool refuses the cap too, rather than retry it as an outage."""
+    queues = [QueueConfig("work", max_concurrency=2)]
+    app = App(sqs_fresh_url, settings=Settings(broker=sqs_fresh_url), queues=queues)
+    try:
+        loop = WorkerLoop(app, queues, resolve_selector("lottery"), worker="w1")
+        with pytest.raises(StoreMisconfigured, match="max_concurrency"):
+            loop.run()
+    finally:
         app.close()

@@ -63,7 +63,7 @@ from lanner.worker.inflight import InFlight, KeepingInFlight, NoThread
 from lanner.worker.loop import (
     BATCH_HOLD_SEC,
     Limits,
-    configure_queues,
+    configure_worker_queues,
 )
 from lanner.worker.outage import Outage
 from lanner.worker.recovery import runs_alone
@@ -176,7 +176,7 @@ class ConcurrentLoop(KeepingInFlight):
         return reason or "stopped"
 
     def _configure(self) -> None:
-        configure_queues(self.engine, self.queues)
+        configure_worker_queues(self.engine, self.queues)
         self._configured = True
 
     async def _feed(self) -> str | None:

@@ -178,7 +178,7 @@ class WorkerLoop(JobRunning):
                 break
             try:
                 if not self._configured:
-                    configure_queues(self.engine, self.queues)
+                    configure_worker_queues(self.engine, self.queues)
                     self._configured = True
                 self.complete_done()
                 reason = self._round()
@@ -398,6 +398,15 @@ class WorkerLoop(JobRunning):
         released = self.engine.release(jids, self.worker, queue, delay=delay)
         if released:
             logger.info("released %d job(s) (%s): %s", len(released), why, released)
+
+
+def configure_worker_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:
+    """`configure_queues` for a worker or pool: a bound or cap the engine cannot keep is
+    `StoreMisconfigured`, which stops it, not an outage it waits out."""
+    try:
+        configure_queues(engine, queues)
+    except Unsupported as error:
+        raise StoreMisconfigured(str(error)) from None
 
 
 def configure_queues(engine: Engine, queues: Sequence[QueueConfig]) -> None:

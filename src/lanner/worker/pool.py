@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from lanner import schedules
 from lanner.engines import shown_url
-from lanner.errors import ConfigError, StoreMisconfigured, Unsupported
+from lanner.errors import ConfigError, StoreMisconfigured
 from lanner.limits import MAX_PROCESSES
 from lanner.queues import QueueConfig
 from lanner.selectors import resolve_selector
@@ -61,7 +61,7 @@ from lanner.worker.child import (
 )
 from lanner.worker.children import Child, ChildCare
 from lanner.worker.chores import Chores
-from lanner.worker.loop import Limits, configure_queues
+from lanner.worker.loop import Limits, configure_worker_queues
 from lanner.worker.observer import NoObserver, PoolObserver
 from lanner.worker.outage import Backoff
 from lanner.worker.processes import process_alive
@@ -69,7 +69,6 @@ from lanner.worker.recovery import orphans_of_host
 
 if TYPE_CHECKING:
     from lanner.app import App
-    from lanner.engine import Engine
 
 logger = logging.getLogger("lanner.pool")
 
@@ -171,7 +170,10 @@ class WorkerPool(ChildCare):
         """Import the task modules, store the queues' settings, start the children."""
         for module in self.app.settings.imports:
             importlib.import_module(module)  # before forking, so every child has the tasks
-        self._chores.add("storing the queues' settings", self._configure_queues)
+        self._chores.add(
+            "storing the queues' settings",
+            lambda engine: configure_worker_queues(engine, self.queues),
+        )
         self._chores.add(
             "settling the jobs of this host's workers that died with their supervisor",
             orphans_of_host(socket.gethostname(), process_alive, self.app.settings.retry_delay),
@@ -358,14 +360,6 @@ class WorkerPool(ChildCare):
             logger.warning("%d chore(s) left undone: the store is away; their jobs come back "
                            "when their locks run out", len(self._chores))  # fmt: skip
         self._chores.close()
-
-    def _configure_queues(self, engine: Engine) -> None:
-        try:
-            configure_queues(engine, self.queues)
-        except Unsupported as error:
-            # A queue's bound or cap the engine cannot keep: no waiting makes it keep them,
-            # and the queue must not run without them.
-            raise StoreMisconfigured(str(error)) from None
 
     def _store_refused(self, error: StoreMisconfigured) -> None:
         """Waiting cannot fix the store's refusal: stop (warm), for `run` to raise it."""
