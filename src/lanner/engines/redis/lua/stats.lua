@@ -13,8 +13,8 @@
 -- Counters (failures, failed, retries) live in ql:s:stats:<day>:<queue>.
 -- Every stats hash expires stats-history days after its day ends. The TTL is
 -- computed from the caller's `now`, not Redis' clock, like every other time
--- here; a timing hash gets it once, when it is made. (The histogram shares its hash with the timings, so histogram-history
--- is not enforced separately.)
+-- here; a timing hash gets it once, when it is made. (The histogram shares its
+-- hash with the timings, so histogram-history is not enforced separately.)
 
 -- Seconds the stats of `day` are still kept at time `now` (<= 0: not kept).
 local function keep_for(day, now)
