@@ -49,7 +49,7 @@ def test_delay_puts_a_job_with_the_task_defaults(app: App) -> None:
     job = app.engine.get(jid)
     assert job is not None
     assert (job.queue, job.klass, job.priority, job.retries) == ("emails", send.name, 3, 7)
-    assert data_of(app, jid) == {"v": 1, "args": ["a@example.com"], "kwargs": {}, "app_data": None}
+    assert data_of(app, jid) == {"v": 1, "args": ["a@example.com"]}
 
 
 def test_a_delay_past_ten_years_is_refused_and_nothing_is_published(app: App) -> None:
@@ -351,9 +351,9 @@ def test_unique_publish_keeps_a_waiting_job_and_plain_publish_moves_it(app: App)
 
     first = report.options(jid="daily", delay=60).delay("monday")
     report.options(jid="daily", unique=True).delay("tuesday")
-    assert data_of(app, first) == {"v": 1, "args": ["monday"], "kwargs": {}, "app_data": None}
+    assert data_of(app, first) == {"v": 1, "args": ["monday"]}
     report.options(jid="daily").delay("wednesday")
     job = app.engine.get("daily")
     assert job is not None
     assert job.state == lanner.JobState.WAITING
-    assert data_of(app, first) == {"v": 1, "args": ["wednesday"], "kwargs": {}, "app_data": None}
+    assert data_of(app, first) == {"v": 1, "args": ["wednesday"]}

@@ -30,6 +30,14 @@ def test_json_round_trip() -> None:
     assert decode(data, JOB) == Payload((1, "two", [3]), {"four": {"five": None}}, {"env": "prod"})
 
 
+def test_empty_kwargs_and_null_app_data_are_left_out_and_read_back() -> None:
+    data = JSONCodec().encode(Payload((1,), {}, app_data=None), JOB)
+    assert data == '{"v":1,"args":[1]}'
+    assert decode(data, JOB) == Payload((1,), {}, None)
+    # What earlier versions wrote still reads the same.
+    assert decode('{"v":1,"args":[1],"kwargs":{},"app_data":null}', JOB) == decode(data, JOB)
+
+
 def test_a_non_json_argument_is_named() -> None:
     payload = Payload((1, datetime.date(2026, 1, 1)), {})
     with pytest.raises(ArgumentError, match=r"app\.tasks\.send: argument 1 \(date\)"):

@@ -41,9 +41,7 @@ from lanner.tools.bench.stats import Percentiles
 PUT_CHUNK: Final = 1000
 DEFAULT_DEPTHS: Final = (1_000, 100_000, 1_000_000)
 WORKER: Final = "bench-depth"
-DATA: Final = json.dumps(
-    {"v": 1, "args": [], "kwargs": {}, "app_data": None}, separators=(",", ":")
-)
+DATA: Final = json.dumps({"v": 1, "args": []}, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
