@@ -209,12 +209,14 @@ def run_one(side: str, engine: str, jobs: int, delays: int) -> dict[str, Any]:  
     supervisor = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
     first: tuple[int, float, float] | None = None  # (done, workers' CPU, supervisor's CPU)
+    first_at = 0.0
     deadline = t0 + max(600.0, jobs / 20)
     try:
         while True:
             done = int(counter.get(COUNTER) or 0)
             if first is None and done:
                 first = (done, *cpu_split(side, supervisor.pid)[:2])
+                first_at = time.monotonic() - t0
             if done >= jobs:
                 break
             if supervisor.poll() is not None:
@@ -238,6 +240,8 @@ def run_one(side: str, engine: str, jobs: int, delays: int) -> dict[str, Any]:  
         rest = jobs - first[0]
         out["worker_steady_us"] = (workers - first[1]) / rest * 1e6
         out["supervisor_steady_us"] = (own - first[2]) / rest * 1e6
+        out["first_job_s"] = first_at
+        out["drain_steady_per_s"] = rest / (elapsed - first_at)
     return out
 
 
@@ -247,6 +251,8 @@ FIGURES = [
     ("drain_per_s", "drain jobs/s", "{:,.0f}"),
     ("worker_cpu_us", "worker CPU µs per job", "{:.0f}"),
     ("supervisor_cpu_us", "supervisor CPU µs per job", "{:.0f}"),
+    ("first_job_s", "seconds from the workers' start to the first job done", "{:.2f}"),
+    ("drain_steady_per_s", "drain jobs/s, from the first job done", "{:,.0f}"),
     ("worker_steady_us", "worker CPU µs per job, from the first job", "{:.0f}"),
     ("supervisor_steady_us", "supervisor CPU µs per job, from the first job", "{:.0f}"),
     ("redis_cpu_us", "Redis CPU µs per enqueued job", "{:.0f}"),
