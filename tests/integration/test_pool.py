@@ -252,6 +252,8 @@ def test_sigterm_right_after_start_shuts_down_promptly(
     began = time.monotonic()
     try:
         pool.run()
+        # run() gives back the handlers it found (its own stay nowhere once it returned).
+        assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)

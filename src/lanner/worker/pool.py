@@ -196,14 +196,21 @@ class WorkerPool(ChildCare):
         )  # fmt: skip
 
     def run(self) -> None:
-        """Start, then supervise until SIGTERM/SIGINT (call from the main thread)."""
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
-        self.start()
-        while self._children or self._stopping_since is None:
-            self.supervise(timeout=0.1)
-        self._finish_chores()
-        self._observer.close()
+        """Start, then supervise until SIGTERM/SIGINT (call from the main thread). The
+        signals' handlers before it are put back when it returns: a program (or a test)
+        that runs a pool and goes on keeps its own."""
+        before = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+        for number in before:
+            signal.signal(number, self._on_signal)
+        try:
+            self.start()
+            while self._children or self._stopping_since is None:
+                self.supervise(timeout=0.1)
+            self._finish_chores()
+            self._observer.close()
+        finally:
+            for number, handler in before.items():
+                signal.signal(number, handler)
         logger.info("pool stopped: %d jobs processed", self.processed)
         if self.refused is not None:
             raise self.refused
