@@ -184,6 +184,30 @@ def test_put_many_into_a_full_queue_stores_none(engine: Engine) -> None:
     assert engine.put_many(batch[:2], now=T0) == ["j0", "j1"]
 
 
+def test_put_many_past_a_discarding_bound_drops_its_own_oldest(engine: Engine) -> None:
+    # The queue's waiting jobs go first, then those the call itself put, in put order.
+    engine.config_set("q-max-items", 2)
+    engine.config_set("q-discard-old-when-full", 1)
+    engine.put("q", "old", "Task", now=T0)
+    batch = [NewJob("q", f"j{n}", "Task") for n in range(4)]
+
+    assert engine.put_many(batch, now=T0 + 1) == ["j0", "j1", "j2", "j3"]
+    assert pop_jids(engine, "q", count=5, now=T0 + 2) == ["j2", "j3"]
+    assert usage(engine)[2:] == (5, 0, 3)
+
+
+def test_put_many_drops_only_its_own_jobs_that_would_wait(engine: Engine) -> None:
+    # A job of the call that is delayed is not waiting: it is never dropped to make room.
+    engine.config_set("q-max-items", 2)
+    engine.config_set("q-discard-old-when-full", 1)
+    batch = [NewJob("q", "later", "Task", delay=60), NewJob("q", "a", "Task"),
+             NewJob("q", "b", "Task")]  # fmt: skip
+
+    assert engine.put_many(batch, now=T0) == ["later", "a", "b"]
+    assert usage(engine)[:1] + usage(engine)[2:] == (2, 3, 0, 1)
+    assert sorted(pop_jids(engine, "q", count=5, now=T0 + 61)) == ["b", "later"]
+
+
 def test_a_limit_unset_or_zero_bounds_nothing(engine: Engine) -> None:
     engine.config_set("q-max-items", 1)
     engine.put("q", "j1", "Task", now=T0)

@@ -115,8 +115,9 @@ class SQLiteEngine(Engine):
             config = settings.read_all(conn)
             copies = fanout.copies(conn, checked.jobs)
             admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
-            put.store(conn, admitted, checked.now, config, announce=checked.worker)
-            flow.store(conn, admitted)
+            put.store(conn, admitted.jobs, checked.now, config, announce=checked.worker)
+            flow.store(conn, admitted.jobs)
+            limits.drop_own(conn, admitted, checked.now)
         return [job.jid for job in checked.jobs]
 
     def put_within(
@@ -137,7 +138,8 @@ class SQLiteEngine(Engine):
             config = settings.read_all(conn)
             copies = fanout.copies(conn, checked.jobs)
             admitted = limits.admit(conn, checked.jobs, copies, config, checked.now)
-            put.store(conn, admitted, checked.now, config, announce="")
+            put.store(conn, admitted.jobs, checked.now, config, announce="")
+            limits.drop_own(conn, admitted, checked.now)
             eventlog.flush(conn)
         finally:
             eventlog.end()

@@ -4,7 +4,10 @@ A queue's usage (jobs held, the bytes of their data) is the `queue_usage` row th
 triggers of schema.py keep, so checking a put against `<queue>-max-items` and
 `<queue>-max-size` reads one row, never the queue. `admit` decides, before a put stores
 anything, which of its jobs go in: it raises for a job the caller put, and drops a fanout
-copy that its child queue refuses. Expired waiting jobs are dropped by the pops of their
+copy that its child queue refuses. A queue that discards old jobs when full drops its
+oldest waiting jobs first, then the waiting jobs the put itself made, in put order (as
+the Redis engine does): those are stored, then dropped (`drop_own`), so that the queue's
+counts show them put and discarded. Expired waiting jobs are dropped by the pops of their
 queue (`drop_expired`); put.py caps each job's `expires_at` by its queue's `max-age`.
 """
 
@@ -55,13 +58,20 @@ def bounds(config: settings.Config, queue: str) -> Bounds | None:
     return Bounds(int(items or 0), int(size or 0), int(item_size or 0), bool(discard))
 
 
+class Admitted(NamedTuple):
+    """What a put stores (`jobs`), and which of them later ones of it drop (`dropped_own`)."""
+
+    jobs: Sequence[NewJob]
+    dropped_own: list[str]
+
+
 def admit(
     conn: sqlite3.Connection,
     puts: Sequence[NewJob],
     copies: Sequence[NewJob],
     config: settings.Config,
     now: float,
-) -> Sequence[NewJob]:
+) -> Admitted:
     """The jobs a put stores: all of `puts` and the `copies` their queues take.
 
     A job over its queue's max-item-size raises `PayloadTooLarge`; one that would take the
@@ -73,13 +83,18 @@ def admit(
     batch = [*puts, *copies] if copies else puts
     limited = {q: b for q in {job.queue for job in batch} if (b := bounds(config, q))}
     if not limited:
-        return batch
+        return Admitted(batch, [])
     admission = _Admission(conn, limited, batch)
     admitted = [job for job in puts if admission.take(job, refuse=True)]
     admitted += [job for job in copies if admission.take(job, refuse=False)]
     job_rows.drop(conn, admission.victims, now, "discarded")
     count_dropped(conn, "discarded", admission.discarded)
-    return admitted
+    return Admitted(admitted, admission.dropped_own())
+
+
+def drop_own(conn: sqlite3.Connection, admitted: Admitted, now: float) -> None:
+    """Drop the jobs of a put that later jobs of it made room for (once it is stored)."""
+    job_rows.drop(conn, admitted.dropped_own, now, "discarded")
 
 
 class _Place(NamedTuple):
@@ -110,6 +125,13 @@ class _Admission:
         self.candidates: dict[str, Iterator[tuple[str, int]]] = {}
         self.victims: list[str] = []
         self.discarded: Counter[str] = Counter()
+        # The waiting jobs this put makes, by queue in put order (jid, size, which put of
+        # the jid: a jid put again has left its earlier place), and how far a discard
+        # went through them; those dropped.
+        self.made: dict[str, list[tuple[str, int, int]]] = {}
+        self.made_from: Counter[str] = Counter()
+        self.latest: dict[str, int] = {}
+        self.own_victims: list[tuple[str, int]] = []  # (jid, which put of it)
 
     def take(self, job: NewJob, *, refuse: bool) -> bool:
         """Whether `job` goes in (its usage then counted); raise if `refuse` and it cannot."""
@@ -128,11 +150,27 @@ class _Admission:
         if old is not None and old.queue in self.limited:
             self._usage(old.queue)[0] -= 1
             self._usage(old.queue)[1] -= old.size
+        serial = self.latest[job.jid] = self.latest.get(job.jid, 0) + 1
         if limit is not None:
             self._usage(queue)[0] += 1
             self._usage(queue)[1] += size
+            if limit.discard_old and self._surely_waiting(job):
+                self.made.setdefault(queue, []).append((job.jid, size, serial))
         self.places[job.jid] = _Place(queue, size)
         return True
+
+    def dropped_own(self) -> list[str]:
+        """The jobs of the put dropped by later ones of it (but those it put once more)."""
+        return [jid for jid, serial in self.own_victims if self.latest[jid] == serial]
+
+    def _surely_waiting(self, job: NewJob) -> bool:
+        """Whether the put leaves `job` waiting (a later one may then drop it): not
+        delayed, and given no dependency, or keeping none (only a job in depends has)."""
+        if job.delay > 0:
+            return False
+        if job.depends is not None:
+            return not job.depends
+        return self.states.get(job.jid) != "depends"
 
     def _room(
         self, job: NewJob, limit: Bounds, size: int, old: _Place | None
@@ -152,27 +190,41 @@ class _Admission:
         over_size = limit.size and after[1] > max(total, limit.size)
         if not over_items and not over_size:
             return None
-        chosen = self._victims(job.queue, limit, after) if limit.discard_old else None
+        chosen = self._victims(job, limit, after) if limit.discard_old else None
         if chosen is None:
             return _full(job, limit, "max-items" if over_items else "max-size", items, total)
-        self.victims += [jid for jid, _ in chosen]
+        self.victims += [jid for jid, _ in chosen if jid not in self.batch_jids]
+        for jid, _ in chosen:
+            if jid in self.batch_jids:
+                self.own_victims.append((jid, self.latest[jid]))
+                del self.places[jid]
         self.discarded[job.queue] += len(chosen)
         self._usage(job.queue)[0] -= len(chosen)
         self._usage(job.queue)[1] -= sum(size for _, size in chosen)
         return None
 
-    def _victims(self, queue: str, limit: Bounds, after: list[int]) -> list[tuple[str, int]] | None:
-        """The oldest waiting jobs to drop so that `after` fits the bounds, or None if
-        dropping all of them would not be enough."""
+    def _victims(
+        self, job: NewJob, limit: Bounds, after: list[int]
+    ) -> list[tuple[str, int]] | None:
+        """The oldest waiting jobs to drop so that `after` fits the bounds (those stored,
+        then those this put made), or None if dropping all of them would not be enough."""
+        queue = job.queue
         chosen: list[tuple[str, int]] = []
         items, total = after
         candidates = self.candidates.setdefault(queue, self._waiting(queue))
+        made, taken = self.made.get(queue, []), self.made_from[queue]
         while (limit.items and items > limit.items) or (limit.size and total > limit.size):
             victim = next(candidates, None)
+            while victim is None and taken < len(made):
+                jid, size, serial = made[taken]
+                taken += 1
+                if jid != job.jid and self.latest[jid] == serial:
+                    victim = jid, size
             if victim is None:
                 return None
             chosen.append(victim)
             items, total = items - 1, total - victim[1]
+        self.made_from[queue] = taken
         return chosen
 
     def _waiting(self, queue: str) -> Iterator[tuple[str, int]]:
