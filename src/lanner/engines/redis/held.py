@@ -1,0 +1,104 @@
+"""A connection of a redis-py client's pool, held by the engine for its calls of the core.
+
+redis-py's client takes a connection from its pool for every command and gives it back
+after, and records each step for its observability hooks: measured in 2026 (redis-py
+8.1), that bookkeeping was about a third of the client CPU of a `.delay()`. The engine's
+calls of its core are many and small, so `HeldConnection` takes one connection out of
+the pool once and sends each call down it with redis-py's own `Connection` (its command
+packing, hiredis's reply parser, its health check), under the same retry policy as any
+command of the client (`connection._Retry`: backoff, reconnection, the first failure
+logged). What the pool does around each command is kept:
+
+- Forks: a connection is only ever used by the process that opened it. A child (the pid
+  differs) leaves its parent's connection alone and takes its own from the pool, which
+  redis-py resets in a child.
+- Threads: one call at a time uses the held connection; a call that finds it in use goes
+  through the pool as before, so threads never wait on each other.
+- Before a call, a connection the server closed while it was idle (a restart) or one
+  with unread data is dropped, and the call connects afresh, as the pool's hand-out does.
+  After it, a connection marked for reconnection, or one the pool no longer owns (with
+  Sentinel: a connection to a former primary), is dropped, as the pool's release does.
+- A call cut off between its send and its read (a timeout, an exception raised by a
+  signal handler) drops the connection, so that no later call reads its reply.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+
+class _Held:
+    """The held connection of one process, and the lock of the thread using it."""
+
+    __slots__ = ("connection", "lock", "pid")
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        # A redis-py `Connection`, whose methods have no type hints.
+        self.connection: Any = None
+
+
+class HeldConnection:
+    """Runs commands on one connection of `client`'s pool, held between commands."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._pool = client.connection_pool
+        self._held = _Held()
+
+    def execute(self, *args: str | int) -> Any:
+        """The reply of one command (an error reply raised as redis-py raises it)."""
+        held = self._held
+        if held.pid != os.getpid():
+            # A fork's child: the parent's socket and lock are not this process's.
+            held = self._held = _Held()
+        if not held.lock.acquire(blocking=False):
+            return self._client.execute_command(*args)  # type: ignore[no-untyped-call]
+        try:
+            return self._run(held, args)
+        finally:
+            if held is not self._held and held.connection is not None:
+                # Two threads of a new child both replaced the state: give this one back.
+                self._pool.release(held.connection)
+                held.connection = None
+            held.lock.release()
+
+    def _run(self, held: _Held, args: tuple[str | int, ...]) -> Any:
+        connection = held.connection
+        if connection is None:
+            connection = held.connection = self._pool.get_connection()
+        elif connection.is_connected:
+            try:
+                dirty = connection.can_read()
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                dirty = True  # closed by the server (a restart): reconnect without a retry
+            if dirty:
+                connection.disconnect()
+        packed = connection.pack_command(*args)
+
+        def attempt() -> Any:
+            try:
+                connection.send_packed_command(packed)
+                return connection.read_response()
+            except ResponseError:
+                raise  # a whole reply was read: the connection is ready for the next
+            except BaseException:
+                connection.disconnect()
+                raise
+
+        def failed(error: Exception, failures: int) -> None:
+            connection.disconnect()
+
+        try:
+            return connection.retry.call_with_retry(attempt, failed, with_failure_count=True)
+        finally:
+            if connection.should_reconnect() or not self._pool.owns_connection(connection):
+                connection.disconnect()
