@@ -32,6 +32,10 @@ import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.utils import HIREDIS_AVAILABLE
+
+if HIREDIS_AVAILABLE:
+    from hiredis import pack_command
 
 
 class _Held:
@@ -82,7 +86,13 @@ class HeldConnection:
                 dirty = True  # closed by the server (a restart): reconnect without a retry
             if dirty:
                 connection.disconnect()
-        packed = connection.pack_command(*args)
+        if HIREDIS_AVAILABLE:
+            # What redis-py's connection packs with then, without its pass over each
+            # argument for a bytearray or memoryview (the core's are str and int).
+            # (hiredis's stub declares a tuple of one item; it takes any number.)
+            packed: Any = [pack_command(args)]  # type: ignore[arg-type]
+        else:
+            packed = connection.pack_command(*args)
 
         def attempt() -> Any:
             try:
