@@ -131,3 +131,27 @@ def test_a_restart_while_idle_is_followed_without_a_warning(
         # no failed try, so neither the retry's warning nor its backoff.
         assert [m for m in caplog.messages if m.startswith("cannot reach")] == []
         assert elapsed < 5.0
+
+
+def test_durable_calls_from_threads_at_once_each_get_their_own_replies(
+    redis_server_factory: Callable[..., RedisServer],
+) -> None:
+    primary = redis_server_factory()
+    redis_server_factory("--replicaof", "127.0.0.1", str(primary.port))
+    with redis.Redis(port=primary.port, decode_responses=True) as client:
+        deadline = time.monotonic() + 30
+        while client.info("replication")["connected_slaves"] < 1:
+            assert time.monotonic() < deadline, "the replica never connected"
+            time.sleep(0.05)
+    with RedisEngine(primary.url + "?wait=1&wait_timeout=5") as engine:
+        wrong: list[str] = []
+        threads = [
+            threading.Thread(target=lambda n=n: wrong.extend(_put_and_check(engine, f"t{n}", 100)))
+            for n in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert wrong == []  # each put's reply (its jid), WAIT's confirmed behind it
+        assert engine.queue_counts("q", now=T0).waiting == 400

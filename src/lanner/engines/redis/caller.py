@@ -12,7 +12,8 @@ Redis forgets loaded scripts and functions when it restarts without persistence,
 load the core again and repeat the call. A replica promoted by a failover has the library
 (``FUNCTION LOAD`` is replicated) but maybe not the script: the same reply loads it there.
 
-Calls go down one connection the caller holds (`held.py`), not through the pool for each.
+Calls go down a connection the caller holds (`held.py`), not through redis-py's pool for
+each; a call made while another thread uses it goes through the pool.
 
 A durable call (the engine's `wait` option) is sent in one round trip with
 ``WAIT <replicas> <timeout ms>`` behind it on the same connection: the reply comes once
@@ -99,13 +100,11 @@ class LuaCaller:
     def _call_and_wait(self, argv: Sequence[str]) -> Any:
         """The call and WAIT in one pipeline: WAIT counts the replicas that have every
         write its connection made, so both must go down the same connection."""
-        pipe = self._client.pipeline(transaction=False)
         if self.mode == "function":
-            pipe.fcall(self._name, 0, *argv)
+            call: tuple[str | int, ...] = ("FCALL", self._name, 0, *argv)
         else:
-            pipe.evalsha(self._sha, 0, *argv)
-        pipe.execute_command("WAIT", self._wait, self._wait_ms)  # type: ignore[no-untyped-call]
-        reply, replicas = pipe.execute(raise_on_error=False)
+            call = ("EVALSHA", self._sha, 0, *argv)
+        reply, replicas = self._held.pipeline(call, ("WAIT", self._wait, self._wait_ms))
         return waited(reply, replicas, self._wait, self._wait_ms, f"{argv[0]}: done on the primary")
 
     @staticmethod

@@ -50,6 +50,9 @@ class _Held:
         self.connection: Any = None
 
 
+Command = tuple[str | int, ...]
+
+
 class HeldConnection:
     """Runs commands on one connection of `client`'s pool, held between commands."""
 
@@ -60,44 +63,54 @@ class HeldConnection:
 
     def execute(self, *args: str | int) -> Any:
         """The reply of one command (an error reply raised as redis-py raises it)."""
+        held = self._take()
+        if held is None:
+            return self._client.execute_command(*args)  # type: ignore[no-untyped-call]
+        try:
+            return self._run(held, (args,), errors_as_replies=False)[0]
+        finally:
+            self._give_back(held)
+
+    def pipeline(self, *commands: Command) -> list[Any]:
+        """The replies of `commands`, sent together down one connection, error replies
+        among them as values: redis-py's ``pipeline(transaction=False)`` and its
+        ``execute(raise_on_error=False)``."""
+        held = self._take()
+        if held is None:
+            pipe = self._client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            return pipe.execute(raise_on_error=False)
+        try:
+            replies: list[Any] = self._run(held, commands, errors_as_replies=True)
+            return replies
+        finally:
+            self._give_back(held)
+
+    def _take(self) -> _Held | None:
+        """This process's held connection, locked for this thread; None if another
+        thread is using it."""
         held = self._held
         if held.pid != os.getpid():
             # A fork's child: the parent's socket and lock are not this process's.
             held = self._held = _Held()
-        if not held.lock.acquire(blocking=False):
-            return self._client.execute_command(*args)  # type: ignore[no-untyped-call]
-        try:
-            return self._run(held, args)
-        finally:
-            if held is not self._held and held.connection is not None:
-                # Two threads of a new child both replaced the state: give this one back.
-                self._pool.release(held.connection)
-                held.connection = None
-            held.lock.release()
+        return held if held.lock.acquire(blocking=False) else None
 
-    def _run(self, held: _Held, args: tuple[str | int, ...]) -> Any:
-        connection = held.connection
-        if connection is None:
-            connection = held.connection = self._pool.get_connection()
-        elif connection.is_connected:
-            try:
-                dirty = connection.can_read()
-            except (RedisConnectionError, RedisTimeoutError, OSError):
-                dirty = True  # closed by the server (a restart): reconnect without a retry
-            if dirty:
-                connection.disconnect()
-        if HIREDIS_AVAILABLE:
-            # What redis-py's connection packs with then, without its pass over each
-            # argument for a bytearray or memoryview (the core's are str and int).
-            # (hiredis's stub declares a tuple of one item; it takes any number.)
-            packed: Any = [pack_command(args)]  # type: ignore[arg-type]
-        else:
-            packed = connection.pack_command(*args)
+    def _give_back(self, held: _Held) -> None:
+        if held is not self._held and held.connection is not None:
+            # Two threads of a new child both replaced the state: give this one back.
+            self._pool.release(held.connection)
+            held.connection = None
+        held.lock.release()
 
-        def attempt() -> Any:
+    def _run(self, held: _Held, commands: tuple[Command, ...], errors_as_replies: bool) -> Any:
+        connection = self._ready(held)
+        packed = _packed(connection, commands)
+
+        def attempt() -> list[Any]:
             try:
                 connection.send_packed_command(packed)
-                return connection.read_response()
+                return _replies(connection, len(commands), errors_as_replies)
             except ResponseError:
                 raise  # a whole reply was read: the connection is ready for the next
             except BaseException:
@@ -112,3 +125,39 @@ class HeldConnection:
         finally:
             if connection.should_reconnect() or not self._pool.owns_connection(connection):
                 connection.disconnect()
+
+    def _ready(self, held: _Held) -> Any:
+        """The held connection, ready to send (the pool's checks when it hands one out)."""
+        connection = held.connection
+        if connection is None:
+            connection = held.connection = self._pool.get_connection()
+        elif connection.is_connected:
+            try:
+                dirty = connection.can_read()
+            except (RedisConnectionError, RedisTimeoutError, OSError):
+                dirty = True  # closed by the server (a restart): reconnect without a retry
+            if dirty:
+                connection.disconnect()
+        return connection
+
+
+def _packed(connection: Any, commands: tuple[Command, ...]) -> Any:
+    if HIREDIS_AVAILABLE:
+        # What redis-py's connection packs with then, without its pass over each argument
+        # for a bytearray or memoryview (the core's are str and int). hiredis's stub
+        # declares a tuple of one item; it takes any number.
+        return [b"".join(pack_command(args) for args in commands)]  # type: ignore[arg-type]
+    return connection.pack_commands(commands)
+
+
+def _replies(connection: Any, count: int, errors_as_replies: bool) -> list[Any]:
+    """The next `count` replies; an error reply raised, or kept among them."""
+    replies = []
+    for _ in range(count):
+        try:
+            replies.append(connection.read_response())
+        except ResponseError as error:
+            if not errors_as_replies:
+                raise
+            replies.append(error)
+    return replies
