@@ -1,9 +1,10 @@
 """A connection of a redis-py client's pool, held by the engine for its calls of the core.
 
 redis-py's client takes a connection from its pool for every command and gives it back
-after, and records each step for its observability hooks: measured in 2026 (redis-py
-8.1), that bookkeeping was about a third of the client CPU of a `.delay()`. The engine's
-calls of its core are many and small, so `HeldConnection` takes one connection out of
+after, and records each step for its observability hooks: with redis-py 8.1 that
+bookkeeping costs as much CPU as the call itself (a call of the core: about 50 µs of the
+caller's CPU through the pool, 25 µs here; docs/benchmarks.md). The engine's calls of its
+core are many and small, so `HeldConnection` takes one connection out of
 the pool once and sends each call down it with redis-py's own `Connection` (its command
 packing, hiredis's reply parser, its health check), under the same retry policy as any
 command of the client (`connection._Retry`: backoff, reconnection, the first failure
@@ -146,6 +147,8 @@ def _packed(connection: Any, commands: tuple[Command, ...]) -> Any:
         # What redis-py's connection packs with then, without its pass over each argument
         # for a bytearray or memoryview (the core's are str and int). hiredis's stub
         # declares a tuple of one item; it takes any number.
+        if len(commands) == 1:
+            return [pack_command(commands[0])]  # type: ignore[arg-type]
         return [b"".join(pack_command(args) for args in commands)]  # type: ignore[arg-type]
     return connection.pack_commands(commands)
 
