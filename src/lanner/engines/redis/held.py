@@ -7,9 +7,9 @@ to 58 µs of the caller's CPU through the pool, 21 to 31 µs here; docs/benchmar
 engine's calls of its core are many and small, so `HeldConnection` takes one connection
 out of the pool once and sends each call down it with redis-py's own `Connection`
 (`send_packed_command`, `read_response`: its health check, hiredis's reply parser),
-packed by hiredis as that connection packs, under the same retry policy as any command
-of the client (`connection._Retry`: backoff, reconnection, the first
-failure logged). What the pool does around each command is kept:
+packed by hiredis as that connection packs, under the same retry policy as any command of
+the client (`connection._Retry`: backoff, reconnection, the first failure logged). What
+the pool does around each command is kept:
 
 - Forks: a connection is only ever used by the process that opened it. A child (the pid
   differs) leaves its parent's connection alone and takes its own from the pool, which
