@@ -125,7 +125,7 @@ class HeldConnection:
         try:
             return connection.retry.call_with_retry(attempt, failed, with_failure_count=True)
         finally:
-            if connection.should_reconnect() or not self._pool.owns_connection(connection):
+            if _marked(connection) or not self._pool.owns_connection(connection):
                 connection.disconnect()
 
     def _ready(self, held: _Held) -> Any:
@@ -133,7 +133,7 @@ class HeldConnection:
         connection = held.connection
         if connection is None:
             connection = held.connection = self._pool.get_connection()
-        elif connection.is_connected:
+        elif connection._sock is not None:  # connected (`is_connected` is redis-py 7's)
             try:
                 dirty = connection.can_read()
             except (RedisConnectionError, RedisTimeoutError, OSError):
@@ -165,3 +165,10 @@ def _replies(connection: Any, count: int, errors_as_replies: bool) -> list[Any]:
                 raise
             replies.append(error)
     return replies
+
+
+def _marked(connection: Any) -> bool:
+    """Whether redis-py marked the connection for reconnection (a server's maintenance
+    notice; redis-py 7 and later)."""
+    marked = getattr(connection, "should_reconnect", None)
+    return marked is not None and bool(marked())
