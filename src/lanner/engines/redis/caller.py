@@ -12,6 +12,9 @@ Redis forgets loaded scripts and functions when it restarts without persistence,
 load the core again and repeat the call. A replica promoted by a failover has the library
 (``FUNCTION LOAD`` is replicated) but maybe not the script: the same reply loads it there.
 
+Calls go down a connection the caller holds (`held.py`), not through redis-py's pool for
+each; a call made while another thread uses it goes through the pool.
+
 A durable call (the engine's `wait` option) is sent in one round trip with
 ``WAIT <replicas> <timeout ms>`` behind it on the same connection: the reply comes once
 that many replicas have the call's writes. Redis replicates asynchronously, so without it a
@@ -26,6 +29,7 @@ from typing import Any, Literal
 from redis import Redis
 from redis.exceptions import NoPermissionError, NoScriptError, ResponseError
 
+from lanner.engines.redis.held import HeldConnection
 from lanner.engines.redis.script import build_library, build_script, library_name, script_sha
 from lanner.errors import EngineUnavailable, LannerError
 
@@ -42,6 +46,7 @@ class LuaCaller:
         """`wait`, `wait_timeout`: a durable call waits for that many replicas, at most
         that many seconds (0: durable calls are as any other)."""
         self._client = client
+        self._held = HeldConnection(client)
         self._wait = wait
         self._wait_ms = max(1, round(wait_timeout * 1000))
         self._sha = script_sha()
@@ -84,8 +89,8 @@ class LuaCaller:
                 if durable and self._wait:
                     return self._call_and_wait(argv)
                 if self.mode == "function":
-                    return self._client.fcall(self._name, 0, *argv)
-                return self._client.evalsha(self._sha, 0, *argv)
+                    return self._held.execute("FCALL", self._name, 0, *argv)
+                return self._held.execute("EVALSHA", self._sha, 0, *argv)
             except ResponseError as error:
                 if attempt == 2 or not self.is_missing(error):
                     raise
@@ -95,13 +100,11 @@ class LuaCaller:
     def _call_and_wait(self, argv: Sequence[str]) -> Any:
         """The call and WAIT in one pipeline: WAIT counts the replicas that have every
         write its connection made, so both must go down the same connection."""
-        pipe = self._client.pipeline(transaction=False)
         if self.mode == "function":
-            pipe.fcall(self._name, 0, *argv)
+            call: tuple[str | int, ...] = ("FCALL", self._name, 0, *argv)
         else:
-            pipe.evalsha(self._sha, 0, *argv)
-        pipe.execute_command("WAIT", self._wait, self._wait_ms)  # type: ignore[no-untyped-call]
-        reply, replicas = pipe.execute(raise_on_error=False)
+            call = ("EVALSHA", self._sha, 0, *argv)
+        reply, replicas = self._held.pipeline(call, ("WAIT", self._wait, self._wait_ms))
         return waited(reply, replicas, self._wait, self._wait_ms, f"{argv[0]}: done on the primary")
 
     @staticmethod

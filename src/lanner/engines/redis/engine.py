@@ -28,8 +28,9 @@ core's `lanner.*` extensions; put's `expires_at` is an option of qless's `put`, 
 a key directly (`ql:config`), to tell what was set from the core's qless defaults.
 
 Connections (`connection.py`): redis-py's clients are thread-safe; commands use one
-connection pool, and a blocking `pop` waits with `BLPOP` on a second pool so that it never
-holds up other threads' commands. Both retry with backoff through a Redis restart, and,
+connection pool (the core's calls one connection of it, held: `held.py`), and a blocking
+`pop` waits with `BLPOP` on a second pool so that it never holds up other threads'
+commands. Both retry with backoff through a Redis restart, and,
 for a `redis+sentinel://` URL, through a failover (`sentinel.py`). With the `wait` option,
 the writes whose loss would lose a job or run one again (`durable=True` below) wait for
 replicas (`caller.py`).

@@ -40,6 +40,8 @@ from lanner.records import (
 )
 
 _STATES: Final = {state.value: state for state in JobState}
+# `json.dumps(..., separators=(",", ":"))`'s text, without building an encoder per job.
+_COMPACT: Final = json.JSONEncoder(separators=(",", ":"))
 
 
 _JOB_MISSING: Final = re.compile(r"(?:Recurring job|Job) (.+) does not exist")
@@ -138,7 +140,7 @@ def job(obj: Mapping[str, Any]) -> Job:
         dependents=tuple(sorted(as_list(obj.get("dependents")))),
         spawned_from_jid=spawned if isinstance(spawned, str) and spawned else None,
         tracked=bool(obj.get("tracked")),
-        history_json=json.dumps(history, separators=(",", ":")),
+        history_json=_COMPACT.encode(history),
         result=obj.get("result") or None,
         due=float(obj["due"]) if obj.get("due") else None,
     )
