@@ -211,9 +211,11 @@ end
 
 -- `loaded`: the job as loaded in this call with its `history` field (as pop
 -- and complete_many load it), which spares looking for a short entry.
-function Job.record(now, jid, what, extra, loaded)
+-- `line`: the entry as Job.entry(now, what, extra) encodes it, when the caller
+-- has it (a batch's jobs get the same entry: it is encoded once per call).
+function Job.record(now, jid, what, extra, loaded, line)
   local key = Keys.history(jid)
-  local line = Job.entry(now, what, extra)
+  line = line or Job.entry(now, what, extra)
   local short
   if loaded ~= nil and loaded.history_loaded then
     short = expand(loaded.history, loaded.queue)
@@ -532,17 +534,20 @@ end
 -- short even after jobs-history is lowered; the rest go on later completions.
 local PRUNE_BATCH = 1000
 
-local function prune_completed(now)
+-- Retention after `completions` jobs completed (1 unless Job.add_completed
+-- prunes once for a batch: the same bound per completion, in one sweep).
+local function prune_completed(now, completions)
+  local most = PRUNE_BATCH * (completions or 1)
   local history = Config.number('jobs-history', 604800)
   local cutoff = Num.str(now - history)
   if completed.swept ~= cutoff then
     local expired = redis.call('zrangebyscore', Keys.completed, '-inf', cutoff,
-      'LIMIT', 0, PRUNE_BATCH)
+      'LIMIT', 0, most)
     for _, jid in ipairs(expired) do
       Job.delete(jid)
       completed_removed(redis.call('zrem', Keys.completed, jid))
     end
-    if #expired < PRUNE_BATCH and now - history < now then
+    if #expired < most and now - history < now then
       completed.swept = cutoff
     end
   end
@@ -553,10 +558,34 @@ local function prune_completed(now)
   end
   local excess = completed.size - keep
   if excess > 0 then
-    local oldest = redis.call('zrange', Keys.completed, 0, math.min(excess, PRUNE_BATCH) - 1)
+    local oldest = redis.call('zrange', Keys.completed, 0, math.min(excess, most) - 1)
     for _, jid in ipairs(oldest) do
       Job.delete(jid)
       completed_removed(redis.call('zrem', Keys.completed, jid))
     end
   end
+end
+
+-- lanner.complete_many's jobs, completed at `now`, enter ql:completed in one
+-- ZADD per 500, and retention runs once for them all. The same set as one
+-- ZADD and one pruning per job: pruning by count always deletes the lowest
+-- (score, jid) members, so the survivors are the same; the sweep by age has
+-- one cutoff for the whole call.
+function Job.add_completed(now, jids)
+  if #jids == 0 then
+    return
+  end
+  local at = Num.str(now)
+  local members = {}
+  for index, jid in ipairs(jids) do
+    members[2 * index - 1], members[2 * index] = at, jid
+  end
+  for first = 1, #members, 1000 do
+    local added = redis.call('zadd', Keys.completed,
+      unpack(members, first, math.min(first + 999, #members)))
+    if completed.size ~= nil then
+      completed.size = completed.size + added
+    end
+  end
+  prune_completed(now, #jids)
 end

@@ -178,7 +178,7 @@ end
 -- concurrency limit that may let a waiting job run, so wake a worker.
 function Lanner.lock_released(queue)
   Flow.lock_released(queue)
-  if Config.number(queue .. '-max-concurrency', 0) > 0
+  if Config.max_concurrency(queue) > 0
       and redis.call('zcard', Keys.queue(queue, 'work')) > 0 then
     Lanner.notify(queue, 1)
   end
@@ -210,8 +210,18 @@ end
 -- which the client BLPOPs. Tokens nobody collects expire.
 local FINISHED_TTL = 60
 
+-- Whether ql:lanner:awaited exists, asked once per call: mostly nobody
+-- awaits, and a batch's jobs then need no HDEL each.
+local any_awaited
+per_call(function()
+  any_awaited = nil
+end)
+
 function Lanner.finished(jid)
-  if redis.call('hdel', Keys.awaited, jid) == 1 then
+  if any_awaited == nil then
+    any_awaited = redis.call('exists', Keys.awaited) == 1
+  end
+  if any_awaited and redis.call('hdel', Keys.awaited, jid) == 1 then
     local key = Keys.finished(jid)
     redis.call('rpush', key, '1')
     redis.call('expire', key, FINISHED_TTL)
@@ -248,6 +258,7 @@ function Lanner.await(jid, till)
   local registered = tonumber(redis.call('hget', Keys.awaited, jid))
   if registered == nil or registered < till then
     redis.call('hset', Keys.awaited, jid, Num.str(till))
+    any_awaited = true
   end
   return 'pending'
 end
@@ -275,19 +286,22 @@ local COMPLETE_FIELDS = {
 }
 
 function Lanner.complete_many(now, worker, queue, jids, results)
-  local done, released = {}, {}
+  local done, released = {}, { completed = {} }
   local options = {}
+  local line = Job.entry(now, 'done', nil)
   for _, jid in ipairs(jids) do
     local job = Job.load(jid, COMPLETE_FIELDS)
     if holds(job, worker, queue) then
       options.result = results and results[jid]
-      Job.complete(now, jid, worker, queue, nil, options, job, released)
+      Job.complete(now, jid, worker, queue, nil, options, job, released, line)
       done[#done + 1] = jid
     end
   end
-  -- The locks given up, in one command per key rather than two per job.
+  -- The locks given up, and the jobs into ql:completed, in one command per
+  -- key rather than one or two per job.
   call_spread('zrem', Keys.queue(queue, 'locks'), released, 1000)
   call_spread('zrem', Keys.worker_jobs(worker), released, 1000)
+  Job.add_completed(now, released.completed)
   return done
 end
 
