@@ -41,13 +41,24 @@ end
 -- Give one job to `worker`. `from_work` is true for a job taken from the
 -- waiting jobs (its wait time is recorded), false for one taken over from an
 -- expired lock.
--- `batch` (pop's jobs from -work): the -work, -locks and worker zset updates
--- are collected there and made by flush_locks, one command per key.
+-- `batch` (pop's jobs from -work, see new_batch): the -work, -locks and
+-- worker zset updates are collected there and made by flush_locks, one
+-- command per key; what is the same for every job of the batch (the lock's
+-- expiry, the times as text, the history entry) is worked out once there.
+-- A job from -work keeps its `remaining` (only a lock taken over spends one);
+-- its `ready` is the text of its `time` as loaded (job.time_text, when known).
 local function lock(now, queue, worker, job, from_work, batch, start)
   local jid = job.jid
-  local expires = now + Config.heartbeat(queue)
-  local fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
-    'remaining', job.remaining }
+  local expires, fields
+  if batch then
+    expires = batch.expires
+    fields = { 'state', 'running', 'worker', worker, 'expires', batch.expires_text,
+      'time', batch.now_text }
+  else
+    expires = now + Config.heartbeat(queue)
+    fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
+      'remaining', job.remaining }
+  end
   if from_work then
     if batch then
       batch.work[#batch.work + 1] = jid
@@ -57,14 +68,14 @@ local function lock(now, queue, worker, job, from_work, batch, start)
     if job.time ~= nil then
       Stats.record('wait', queue, now, now - job.time)
       -- Kept so lanner.release can put the job back in its old place.
-      fields[#fields + 1], fields[#fields + 2] = 'ready', job.time
+      fields[#fields + 1], fields[#fields + 2] = 'ready', job.time_text or job.time
     end
   else
     Worker.release(job.worker, jid)
   end
   if batch then
     local locks = batch.locks
-    locks[#locks + 1], locks[#locks + 2] = expires, jid
+    locks[#locks + 1], locks[#locks + 2] = batch.expires_text, jid
   else
     redis.call('zadd', Keys.queue(queue, 'locks'), expires, jid)
     Worker.hold(worker, jid, expires)
@@ -73,14 +84,26 @@ local function lock(now, queue, worker, job, from_work, batch, start)
   if job.grace ~= nil then
     redis.call('hdel', Keys.job(jid), 'grace')
   end
-  local entry = { worker = worker }
   if start then
+    local entry = { worker = worker }
     entry.start, entry.by = start.start, start.by
+    Job.record(now, jid, 'popped', entry, job)
+  elseif batch then
+    batch.line = batch.line or Job.entry(now, 'popped', { worker = worker })
+    Job.record(now, jid, 'popped', nil, job, batch.line)
+  else
+    Job.record(now, jid, 'popped', { worker = worker }, job)
   end
-  Job.record(now, jid, 'popped', entry, job)
   Events.tracked(jid, 'popped')
   -- The job as it now stands, for the reply (see objects).
   job.state, job.worker, job.expires, job.time, job.grace = 'running', worker, expires, now, nil
+end
+
+-- A batch of jobs from -work popped for `worker` at `now` (see lock).
+local function new_batch(now, queue)
+  local expires = now + Config.heartbeat(queue)
+  return { work = {}, locks = {}, expires = expires, expires_text = Num.str(expires),
+    now_text = Num.str(now) }
 end
 
 -- Make the updates lock collected in `batch`: the same members and scores
@@ -158,7 +181,7 @@ end
 -- without a limit. Only live locks count: a job whose lock ran out is not
 -- really running any more.
 local function room(now, queue)
-  local limit = Config.number(queue .. '-max-concurrency', 0)
+  local limit = Config.max_concurrency(queue)
   if limit <= 0 then
     return nil
   end
@@ -211,7 +234,7 @@ function Queue.pop(now, queue, worker, count)
   -- Jobs taken from -work, as lock left them: nothing changes them afterwards
   -- in this call, so the reply is built without reading them back.
   local locked = {}
-  local batch = { work = {}, locks = {} }
+  local batch = new_batch(now, queue)
   local dropped, capped, held = 0, false, 0
   local flows = #taken < limit and Flow.active(queue)
   if flows then
@@ -228,7 +251,7 @@ function Queue.pop(now, queue, worker, count)
       local expired, dangling, held_now, placed = {}, {}, 0, Flow.placed
       local alone = false
       for _, jid in ipairs(jids) do
-        local job = Job.load(jid, Job.POP_FIELDS)
+        local job, raw = Job.load(jid, Job.POP_FIELDS)
         local admitted = 'yes'
         if job == nil then
           dangling[#dangling + 1] = jid
@@ -248,6 +271,7 @@ function Queue.pop(now, queue, worker, count)
             if admitted == 'rated' then
               start, Flow.start = Flow.start, nil
             end
+            job.time_text = raw[Job.POP_TIME]
             lock(now, queue, worker, job, true, batch, start)
             taken[#taken + 1] = jid
             locked[jid] = job
