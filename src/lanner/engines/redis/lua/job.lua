@@ -151,8 +151,12 @@ local PUT_MARK = 112 -- string.byte('p') (no library call at a function library'
 -- The short form of a put entry, stored by put.lua with a new job's hash.
 -- (Every put of a call has the same `now`: its entry is written once.)
 local put_entry = {}
+-- (Also for Job.record, per call: the head of an expanded put entry by queue,
+-- and max-job-history.)
+local put_heads, history_limit
 per_call(function()
   put_entry.now, put_entry.text = nil, nil
+  put_heads, history_limit = nil, nil
 end)
 
 function Job.put_entry(now)
@@ -167,8 +171,14 @@ local function expand(text, queue)
   if not text or string.byte(text, 1) ~= PUT_MARK then
     return nil
   end
-  return '{"q":' .. cjson.encode(queue or '') .. ',"what":"put","when":'
-    .. string.sub(text, 2) .. '}'
+  queue = queue or ''
+  put_heads = put_heads or {}
+  local head = put_heads[queue]
+  if head == nil then
+    head = '{"q":' .. cjson.encode(queue) .. ',"what":"put","when":'
+    put_heads[queue] = head
+  end
+  return head .. string.sub(text, 2) .. '}'
 end
 
 -- The put entry kept in the hash, in full, or nil.
@@ -247,7 +257,8 @@ function Job.record(now, jid, what, extra, loaded, line)
       call_spread('rpush', key, entries, 1000)
     end
   end
-  local limit = math.max(1, Config.number('max-job-history', 100))
+  history_limit = history_limit or math.max(1, Config.number('max-job-history', 100))
+  local limit = history_limit
   if length > limit then
     Job.forget_history(jid)
     local first = redis.call('lindex', key, 0)
