@@ -22,7 +22,6 @@ Job.POP_FIELDS = {
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
   'lanner_expires_at', 'history',
 }
-Job.POP_TIME = 14 -- where 'time' is in POP_FIELDS (its text, for pop's `ready`)
 -- JOB_FIELDS and the history field, for complete: its Job.record then needs
 -- no look of its own for a short put entry (a popped job has none left).
 Job.RECORD_FIELDS = {

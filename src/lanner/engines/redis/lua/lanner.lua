@@ -285,12 +285,27 @@ local COMPLETE_FIELDS = {
   'history',
 }
 
+-- Job.load(jid, COMPLETE_FIELDS), made by one table constructor (a table
+-- filled field by field is rehashed as it grows, per job).
+local function load_for_complete(jid)
+  local v = redis.call('hmget', Keys.job(jid), unpack(COMPLETE_FIELDS))
+  if not v[1] then
+    return nil
+  end
+  return {
+    jid = jid, state = v[1], queue = v[2] or '', worker = v[3] or '', priority = 0,
+    retries = tonumber(v[4]), failure = v[5] or nil, time = tonumber(v[6]),
+    grace = v[7] or nil, lanner_size = tonumber(v[8]), history = v[9] or nil,
+    history_loaded = true,
+  }
+end
+
 function Lanner.complete_many(now, worker, queue, jids, results)
   local done, released = {}, { completed = {} }
   local options = {}
   local line = Job.entry(now, 'done', nil)
   for _, jid in ipairs(jids) do
-    local job = Job.load(jid, COMPLETE_FIELDS)
+    local job = load_for_complete(jid)
     if holds(job, worker, queue) then
       options.result = results and results[jid]
       Job.complete(now, jid, worker, queue, nil, options, job, released, line)

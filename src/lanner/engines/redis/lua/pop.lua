@@ -209,6 +209,32 @@ end
 -- stops there leaves a wake-up token, so a worker comes back for the rest.
 local EXPIRE_BATCH = 1000
 
+-- What pop reads of a job from -work: Job.POP_FIELDS but `jid` (the key
+-- names it), `state` first.
+local POP_FIELDS = {
+  'state', 'klass', 'queue', 'worker', 'priority', 'expires', 'retries', 'remaining',
+  'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace', 'lanner_expires_at',
+  'history',
+}
+
+-- Job.load(jid, POP_FIELDS), made by one table constructor: a table filled
+-- field by field grows (and is rehashed) five times, per job. Also the text
+-- of its `time` (time_text, for lock's `ready`).
+local function load_for_pop(jid)
+  local v = redis.call('hmget', Keys.job(jid), unpack(POP_FIELDS))
+  if not v[1] then
+    return nil
+  end
+  return {
+    jid = jid, state = v[1], klass = v[2] or nil, queue = v[3] or '', worker = v[4] or '',
+    priority = tonumber(v[5]) or 0, expires = tonumber(v[6]), retries = tonumber(v[7]),
+    remaining = tonumber(v[8]), data = v[9] or nil, tags = v[10] or nil,
+    failure = v[11] or nil, spawned_from_jid = v[12] or nil, time = tonumber(v[13]),
+    time_text = v[13] or nil, grace = v[14] or nil, lanner_expires_at = tonumber(v[15]),
+    history = v[16] or nil, history_loaded = true,
+  }
+end
+
 -- Whether a job read from -work is a waiting job whose time is up (LIMITS).
 -- A stalled job (its lock ran out, or `timeout`) is not: it was handed out.
 local function past_expiry(job, now)
@@ -251,7 +277,7 @@ function Queue.pop(now, queue, worker, count)
       local expired, dangling, held_now, placed = {}, {}, 0, Flow.placed
       local alone = false
       for _, jid in ipairs(jids) do
-        local job, raw = Job.load(jid, Job.POP_FIELDS)
+        local job = load_for_pop(jid)
         local admitted = 'yes'
         if job == nil then
           dangling[#dangling + 1] = jid
@@ -271,7 +297,6 @@ function Queue.pop(now, queue, worker, count)
             if admitted == 'rated' then
               start, Flow.start = Flow.start, nil
             end
-            job.time_text = raw[Job.POP_TIME]
             lock(now, queue, worker, job, true, batch, start)
             taken[#taken + 1] = jid
             locked[jid] = job
