@@ -57,7 +57,8 @@ local pending_timings, pending_order
 -- setting read for each).
 local timings_of, memo_now, memo_day, memo_ttl
 per_call(function()
-  pending_timings, pending_order, timings_of, memo_now = {}, {}, nil, nil
+  pending_timings, pending_order = {}, {}
+  timings_of, memo_now, memo_day, memo_ttl = nil, nil, nil, nil
 end)
 
 -- Add one duration to the wait or run timings of `queue` for the day of `now`.
