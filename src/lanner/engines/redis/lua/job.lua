@@ -523,6 +523,10 @@ end
 -- move to make room (see Queue.place).
 function Job.release_dependents(now, jid)
   local dependents = redis.call('smembers', Keys.dependents(jid))
+  if #dependents == 0 then
+    -- Most jobs: the set does not exist, nothing to release or delete.
+    return
+  end
   local seq = {}
   for _, dependent in ipairs(dependents) do
     seq[dependent] = tonumber(redis.call('hget', Keys.job(dependent), 'lanner_seq')) or 0
@@ -532,10 +536,7 @@ function Job.release_dependents(now, jid)
     redis.call('srem', Keys.dependencies(dependent), jid)
     Job.release_if_ready(now, dependent)
   end
-  if #dependents > 0 then
-    -- (With no member the set does not exist: nothing to delete.)
-    redis.call('del', Keys.dependents(jid))
-  end
+  redis.call('del', Keys.dependents(jid))
 end
 
 -------------------------------------------------------------------------------
