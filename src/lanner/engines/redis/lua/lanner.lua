@@ -94,7 +94,7 @@ local function hand_off(now, queue)
       return
     end
     local key = Keys.handoff(queue, worker)
-    redis.call('rpush', key, cjson.encode(jobs))
+    redis.call('rpush', key, Job.texts_array(jobs))
     redis.call('expire', key, HANDOFF_TTL)
     pending_tokens[queue] = math.max(0, pending_tokens[queue] - #jobs)
   end
@@ -111,8 +111,9 @@ local function forget_lapsed(now, queue)
   end
 end
 
--- Jobs handed to `worker` that it has not received, as pop objects: those
--- it still holds (the lock of one left too long may have gone elsewhere).
+-- Jobs handed to `worker` that it has not received, as pop objects (JSON
+-- texts): those it still holds (the lock of one left too long may have gone
+-- elsewhere).
 local function collect_handoffs(queue, worker)
   local key = Keys.handoff(queue, worker)
   local handed = redis.call('lrange', key, 0, -1)
@@ -126,7 +127,7 @@ local function collect_handoffs(queue, worker)
       local job = Job.load(object.jid)
       if job ~= nil and job.state == 'running' and job.worker == worker
           and job.queue == queue then
-        jobs[#jobs + 1] = Job.object(job)
+        jobs[#jobs + 1] = Job.object_text(job)
       end
     end
   end
@@ -136,6 +137,7 @@ end
 -- lanner.pop_wait: pop for a worker that will block if it gets nothing. It
 -- stops waiting (if it was), takes what was handed to it, pops the rest, and
 -- when it has nothing registers to wait until now + wait (wait = 0: not).
+-- Returns the jobs' objects as JSON texts.
 function Lanner.pop_wait(now, queue, worker, count, wait)
   stop_waiting(queue, worker)
   local jobs = collect_handoffs(queue, worker)

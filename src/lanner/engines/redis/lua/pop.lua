@@ -189,6 +189,100 @@ local function room(now, queue)
   return math.max(0, limit - running)
 end
 
+-------------------------------------------------------------------------------
+-- Pop's reply, as JSON text
+-------------------------------------------------------------------------------
+-- A popped job goes back as the JSON text of Job.object(job), written here
+-- piece by piece: its history entries are put in as stored (each is an
+-- object's JSON text, written by cjson) instead of decoded into tables and
+-- encoded again, and the strings a batch repeats (state, queue, worker,
+-- klass) are encoded once per call. The same object (cjson's key order was
+-- never defined); an empty list or object is {}, as cjson writes it.
+local encoded_texts
+per_call(function()
+  encoded_texts = nil
+end)
+
+local function encoded(text)
+  encoded_texts = encoded_texts or {}
+  local found = encoded_texts[text]
+  if found == nil then
+    found = cjson.encode(text)
+    encoded_texts[text] = found
+  end
+  return found
+end
+
+-- A stored JSON field (tags, failure) as Job.object gives it (Json.decode).
+local function decoded_field(value)
+  if value == nil or value == false or value == '' or value == '[]' then
+    return '{}'
+  end
+  return cjson.encode(cjson.decode(value))
+end
+
+local function members_text(key)
+  local members = redis.call('smembers', key)
+  if #members == 0 then
+    return '{}'
+  end
+  return cjson.encode(members)
+end
+
+-- cjson.encode(Job.object(job)), in the order of Job.object's fields (a job
+-- without klass, state, retries, remaining or data: as cjson writes it).
+-- `waited`: the job was taken from -work, which holds no job with
+-- dependencies (only a job in depends has any: every way into -work, and
+-- into scheduled before it, goes through Queue.enqueue's check or a release
+-- that found none left), so its empty set is not looked up.
+function Job.object_text(job, waited)
+  local klass, state, retries, remaining, data = job.klass, job.state, job.retries,
+    job.remaining, job.data
+  if klass == nil or state == nil or retries == nil or remaining == nil or data == nil then
+    return cjson.encode(Job.object(job))
+  end
+  local jid = job.jid
+  local lines = Job.history_lines(jid)
+  return '{"jid":' .. cjson.encode(jid) .. ',"klass":' .. encoded(klass)
+    .. ',"state":' .. encoded(state) .. ',"queue":' .. encoded(job.queue)
+    .. ',"worker":' .. encoded(job.worker) .. ',"priority":' .. cjson.encode(job.priority)
+    .. ',"expires":' .. cjson.encode(job.expires or 0) .. ',"retries":' .. cjson.encode(retries)
+    .. ',"remaining":' .. cjson.encode(remaining) .. ',"data":' .. cjson.encode(data)
+    .. ',"tags":' .. decoded_field(job.tags) .. ',"failure":' .. decoded_field(job.failure)
+    .. ',"history":' .. (#lines == 0 and '{}' or '[' .. table.concat(lines, ',') .. ']')
+    .. ',"dependencies":' .. (waited and '{}' or members_text(Keys.dependencies(jid)))
+    .. ',"dependents":' .. members_text(Keys.dependents(jid))
+    .. ',"tracked":' .. (Events.is_tracked(jid) and 'true' or 'false')
+    .. ',"spawned_from_jid":' .. (job.spawned_from_jid ~= nil
+      and cjson.encode(job.spawned_from_jid) or 'false') .. '}'
+end
+
+-- A list of Job.object_text texts as one JSON array ({} when empty).
+function Job.texts_array(texts)
+  if #texts == 0 then
+    return '{}'
+  end
+  return '[' .. table.concat(texts, ',') .. ']'
+end
+
+-- The reply's texts for the jids pop took. `locked` maps a jid to its job
+-- table as lock left it: the hash need not be read back.
+local function object_texts(jids, locked)
+  local result = {}
+  for _, jid in ipairs(jids) do
+    local job = locked[jid]
+    if job ~= nil then
+      result[#result + 1] = Job.object_text(job, true)
+    else
+      job = Job.load(jid)
+      if job ~= nil then
+        result[#result + 1] = Job.object_text(job, false)
+      end
+    end
+  end
+  return result
+end
+
 -- `locked` maps a jid to its job table as lock left it, when the caller has
 -- it: the hash need not be read back.
 local function objects(jids, locked)
@@ -243,7 +337,8 @@ local function past_expiry(job, now)
 end
 
 -- Lock up to `count` jobs for `worker`: expired locks first, then waiting jobs
--- by score, dropping those past their expiry. Returns their objects.
+-- by score, dropping those past their expiry. Returns their objects, each as
+-- JSON text (Job.object_text).
 function Queue.pop(now, queue, worker, count)
   Worker.seen(now, worker)
   Limits.register(queue)
@@ -326,7 +421,7 @@ function Queue.pop(now, queue, worker, count)
   if capped then
     Lanner.notify(queue, 1)
   end
-  return objects(taken, locked)
+  return object_texts(taken, locked)
 end
 
 -- The jobs pop would hand out next, without locking them. Like pop it spawns
