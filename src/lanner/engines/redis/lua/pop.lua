@@ -53,7 +53,7 @@ local function lock(now, queue, worker, job, from_work, batch, start)
   if batch then
     expires = batch.expires
     fields = { 'state', 'running', 'worker', worker, 'expires', batch.expires_text,
-      'time', batch.now_text }
+      'time', batch.now_text, nil, nil } -- (room for `ready`)
   else
     expires = now + Config.heartbeat(queue)
     fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
@@ -195,8 +195,8 @@ end
 -- A popped job goes back as the JSON text of Job.object(job), written here
 -- piece by piece: its history entries are put in as stored (each is an
 -- object's JSON text, written by cjson) instead of decoded into tables and
--- encoded again, and the strings a batch repeats (state, queue, worker,
--- klass) are encoded once per call. The same object (cjson's key order was
+-- encoded again, and the values a batch repeats (state, queue, worker,
+-- klass, the lock's expiry, priority, retries) are encoded once per call. The same object (cjson's key order was
 -- never defined); an empty list or object is {}, as cjson writes it.
 local encoded_texts
 per_call(function()
@@ -245,9 +245,9 @@ function Job.object_text(job, waited)
   local lines = Job.history_lines(jid)
   return '{"jid":' .. cjson.encode(jid) .. ',"klass":' .. encoded(klass)
     .. ',"state":' .. encoded(state) .. ',"queue":' .. encoded(job.queue)
-    .. ',"worker":' .. encoded(job.worker) .. ',"priority":' .. cjson.encode(job.priority)
-    .. ',"expires":' .. cjson.encode(job.expires or 0) .. ',"retries":' .. cjson.encode(retries)
-    .. ',"remaining":' .. cjson.encode(remaining) .. ',"data":' .. cjson.encode(data)
+    .. ',"worker":' .. encoded(job.worker) .. ',"priority":' .. encoded(job.priority)
+    .. ',"expires":' .. encoded(job.expires or 0) .. ',"retries":' .. encoded(retries)
+    .. ',"remaining":' .. encoded(remaining) .. ',"data":' .. cjson.encode(data)
     .. ',"tags":' .. decoded_field(job.tags) .. ',"failure":' .. decoded_field(job.failure)
     .. ',"history":' .. (#lines == 0 and '{}' or '[' .. table.concat(lines, ',') .. ']')
     .. ',"dependencies":' .. (waited and '{}' or members_text(Keys.dependencies(jid)))
