@@ -12,16 +12,7 @@ local JOB_FIELDS = {
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
   'scheduled', 'lanner_size',
 }
--- What pop needs: JOB_FIELDS but the two it does not use, and the job's
--- LIMITS expiry. (Each field asked for costs time: HMGET looks for each one
--- along a small hash, and one the hash does not have, as most have no
--- expiry, costs the whole way: pop asks for no more fields than it did
--- before LIMITS, but its history field, which spares Job.record a look.)
-Job.POP_FIELDS = {
-  'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
-  'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
-  'lanner_expires_at', 'history',
-}
+-- (What pop reads of a job: pop.lua's POP_FIELDS.)
 -- JOB_FIELDS and the history field, for complete: its Job.record then needs
 -- no look of its own for a short put entry (a popped job has none left).
 Job.RECORD_FIELDS = {
