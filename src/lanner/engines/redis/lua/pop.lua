@@ -95,7 +95,7 @@ local function lock(now, queue, worker, job, from_work, batch, start)
     Job.record(now, jid, 'popped', { worker = worker }, job)
   end
   Events.tracked(jid, 'popped')
-  -- The job as it now stands, for the reply (see objects).
+  -- The job as it now stands, for the reply (see object_texts).
   job.state, job.worker, job.expires, job.time, job.grace = 'running', worker, expires, now, nil
 end
 
@@ -196,8 +196,9 @@ end
 -- piece by piece: its history entries are put in as stored (each is an
 -- object's JSON text, written by cjson) instead of decoded into tables and
 -- encoded again, and the values a batch repeats (state, queue, worker,
--- klass, the lock's expiry, priority, retries) are encoded once per call. The same object (cjson's key order was
--- never defined); an empty list or object is {}, as cjson writes it.
+-- klass, the lock's expiry, priority, retries) are encoded once per call.
+-- The same object (cjson's key order was never defined); an empty list or
+-- object is {}, as cjson writes it.
 local encoded_texts
 per_call(function()
   encoded_texts = nil
