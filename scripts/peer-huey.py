@@ -36,6 +36,7 @@ as a Markdown table per engine, every run's figure in brackets:
     worker CPU µs per job           the supervisor's children, over N
     supervisor CPU µs per job       the supervisor process, over N
     Redis CPU µs per enqueued job   INFO used_cpu_sys + used_cpu_user over the M calls
+    Redis CPU µs per drained job    the same from the workers' start to the last job done, over N
     Redis bytes per queued job      INFO used_memory with all N queued, less before, over N
 
 `--lanner SRC` (repeatable) measures the lanner whose package is under SRC (a checkout's
@@ -205,6 +206,7 @@ def run_one(side: str, engine: str, jobs: int, delays: int) -> dict[str, Any]:  
         argv = [str(Path(sys.executable).parent / "lanner"), "worker", "-A", "peerapp", "-c", "2",
                 "--log-level", "warning"]  # fmt: skip
     env = dict(os.environ, PYTHONPATH=os.environ["PYTHONPATH"])
+    drain_r0 = redis_cpu() if engine == "redis" else 0.0
     t0 = time.monotonic()
     supervisor = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
@@ -227,6 +229,8 @@ def run_one(side: str, engine: str, jobs: int, delays: int) -> dict[str, Any]:  
             time.sleep(0.005)
         elapsed = time.monotonic() - t0
         workers, own, kids = cpu_split(side, supervisor.pid)
+        if engine == "redis":
+            out["redis_drain_cpu_us"] = (redis_cpu() - drain_r0) / jobs * 1e6
     finally:
         os.killpg(supervisor.pid, signal.SIGTERM)
         try:
@@ -256,6 +260,7 @@ FIGURES = [
     ("worker_steady_us", "worker CPU µs per job, from the first job", "{:.0f}"),
     ("supervisor_steady_us", "supervisor CPU µs per job, from the first job", "{:.0f}"),
     ("redis_cpu_us", "Redis CPU µs per enqueued job", "{:.0f}"),
+    ("redis_drain_cpu_us", "Redis CPU µs per drained job", "{:.0f}"),
     ("redis_bytes", "Redis bytes per queued job", "{:.0f}"),
 ]
 

@@ -131,7 +131,7 @@ Api.pop = function(now, args)
   local queue = Args.string(args[1], 'queue')
   local worker = Args.string(args[2], 'worker')
   local count = Args.count(args[3], 'count', nil)
-  return cjson.encode(Queue.pop(now, queue, worker, count))
+  return Job.texts_array(Queue.pop(now, queue, worker, count))
 end
 
 Api.peek = function(now, args)

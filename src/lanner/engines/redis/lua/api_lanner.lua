@@ -149,7 +149,7 @@ Api['lanner.pop_wait'] = function(now, args)
   local wait = Args.number(args[4], 'wait')
   local jobs = Lanner.pop_wait(now, queue, worker, count, wait)
   if #jobs > 0 then
-    return { cjson.encode(jobs) }
+    return { Job.texts_array(jobs) }
   end
   return { '[]', Lanner.next_due(queue) }
 end

@@ -19,10 +19,11 @@ Config.defaults = {
 -- less than a few HGETs. A setting only changes through config.set /
 -- config.unset, which update this copy too.
 local stored
--- Config.heartbeat's and Config.limits' results in this call, by queue.
-local heartbeats, limits
+-- Config.heartbeat's, Config.max_concurrency's and Config.limits' results
+-- in this call, by queue.
+local heartbeats, concurrency, limits
 per_call(function()
-  stored, heartbeats, limits = nil, {}, nil
+  stored, heartbeats, concurrency, limits = nil, {}, {}, nil
 end)
 
 local function read_stored()
@@ -70,14 +71,14 @@ end
 function Config.set(key, value)
   redis.call('hset', Keys.config, key, value)
   stored = nil
-  heartbeats, limits = {}, nil
+  heartbeats, concurrency, limits = {}, {}, nil
   Events.log({ 'option', key, 'event', 'config_set', 'value', value })
 end
 
 function Config.unset(key)
   redis.call('hdel', Keys.config, key)
   stored = nil
-  heartbeats, limits = {}, nil
+  heartbeats, concurrency, limits = {}, {}, nil
   Events.log({ 'event', 'config_unset', 'option', key })
 end
 
@@ -94,6 +95,17 @@ function Config.heartbeat(queue)
     heartbeats[queue] = seconds
   end
   return seconds
+end
+
+-- <queue>-max-concurrency (0: no limit), remembered per queue for the call
+-- (a batch's completions ask once per job).
+function Config.max_concurrency(queue)
+  local limit = concurrency[queue]
+  if limit == nil then
+    limit = Config.number(queue .. '-max-concurrency', 0)
+    concurrency[queue] = limit
+  end
+  return limit
 end
 
 -- LIMITS: a queue's bounds, from <queue>-max-items, -max-size (bytes of

@@ -60,11 +60,11 @@ end
 
 -- put and completed are sent once per job, so their payloads are spelt out
 -- rather than built by Json.ordered (the bytes are the same).
--- (The tail of a put's message, by queue, written once per call: a batch
--- mostly puts into one queue.)
-local put_tails
+-- (The tail of a put's or completed's message, by queue, written once per
+-- call: a batch mostly puts into, or completes in, one queue.)
+local put_tails, completed_tails
 per_call(function()
-  put_tails = {}
+  put_tails, completed_tails = {}, nil
 end)
 
 function Events.put(jid, queue)
@@ -77,8 +77,13 @@ function Events.put(jid, queue)
 end
 
 function Events.completed(jid, queue)
-  publish('log', '{"jid":' .. cjson.encode(jid) .. ',"event":"completed","queue":'
-    .. cjson.encode(queue) .. '}')
+  completed_tails = completed_tails or {}
+  local tail = completed_tails[queue]
+  if tail == nil then
+    tail = ',"event":"completed","queue":' .. cjson.encode(queue) .. '}'
+    completed_tails[queue] = tail
+  end
+  publish('log', '{"jid":' .. cjson.encode(jid) .. tail)
 end
 
 function Events.advanced(jid, queue, next_queue)

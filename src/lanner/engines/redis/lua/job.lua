@@ -12,16 +12,7 @@ local JOB_FIELDS = {
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
   'scheduled', 'lanner_size',
 }
--- What pop needs: JOB_FIELDS but the two it does not use, and the job's
--- LIMITS expiry. (Each field asked for costs time: HMGET looks for each one
--- along a small hash, and one the hash does not have, as most have no
--- expiry, costs the whole way: pop asks for no more fields than it did
--- before LIMITS, but its history field, which spares Job.record a look.)
-Job.POP_FIELDS = {
-  'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
-  'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
-  'lanner_expires_at', 'history',
-}
+-- (What pop reads of a job: pop.lua's POP_FIELDS.)
 -- JOB_FIELDS and the history field, for complete: its Job.record then needs
 -- no look of its own for a short put entry (a popped job has none left).
 Job.RECORD_FIELDS = {
@@ -150,8 +141,12 @@ local PUT_MARK = 112 -- string.byte('p') (no library call at a function library'
 -- The short form of a put entry, stored by put.lua with a new job's hash.
 -- (Every put of a call has the same `now`: its entry is written once.)
 local put_entry = {}
+-- (Also for Job.record, per call: the head of an expanded put entry by queue,
+-- and max-job-history.)
+local put_heads, history_limit
 per_call(function()
   put_entry.now, put_entry.text = nil, nil
+  put_heads, history_limit = nil, nil
 end)
 
 function Job.put_entry(now)
@@ -166,8 +161,14 @@ local function expand(text, queue)
   if not text or string.byte(text, 1) ~= PUT_MARK then
     return nil
   end
-  return '{"q":' .. cjson.encode(queue or '') .. ',"what":"put","when":'
-    .. string.sub(text, 2) .. '}'
+  queue = queue or ''
+  put_heads = put_heads or {}
+  local head = put_heads[queue]
+  if head == nil then
+    head = '{"q":' .. cjson.encode(queue) .. ',"what":"put","when":'
+    put_heads[queue] = head
+  end
+  return head .. string.sub(text, 2) .. '}'
 end
 
 -- The put entry kept in the hash, in full, or nil.
@@ -211,9 +212,11 @@ end
 
 -- `loaded`: the job as loaded in this call with its `history` field (as pop
 -- and complete_many load it), which spares looking for a short entry.
-function Job.record(now, jid, what, extra, loaded)
+-- `line`: the entry as Job.entry(now, what, extra) encodes it, when the caller
+-- has it (a batch's jobs get the same entry: it is encoded once per call).
+function Job.record(now, jid, what, extra, loaded, line)
   local key = Keys.history(jid)
-  local line = Job.entry(now, what, extra)
+  line = line or Job.entry(now, what, extra)
   local short
   if loaded ~= nil and loaded.history_loaded then
     short = expand(loaded.history, loaded.queue)
@@ -244,7 +247,8 @@ function Job.record(now, jid, what, extra, loaded)
       call_spread('rpush', key, entries, 1000)
     end
   end
-  local limit = math.max(1, Config.number('max-job-history', 100))
+  history_limit = history_limit or math.max(1, Config.number('max-job-history', 100))
+  local limit = history_limit
   if length > limit then
     Job.forget_history(jid)
     local first = redis.call('lindex', key, 0)
@@ -510,6 +514,10 @@ end
 -- move to make room (see Queue.place).
 function Job.release_dependents(now, jid)
   local dependents = redis.call('smembers', Keys.dependents(jid))
+  if #dependents == 0 then
+    -- Most jobs: the set does not exist, nothing to release or delete.
+    return
+  end
   local seq = {}
   for _, dependent in ipairs(dependents) do
     seq[dependent] = tonumber(redis.call('hget', Keys.job(dependent), 'lanner_seq')) or 0
@@ -519,10 +527,7 @@ function Job.release_dependents(now, jid)
     redis.call('srem', Keys.dependencies(dependent), jid)
     Job.release_if_ready(now, dependent)
   end
-  if #dependents > 0 then
-    -- (With no member the set does not exist: nothing to delete.)
-    redis.call('del', Keys.dependents(jid))
-  end
+  redis.call('del', Keys.dependents(jid))
 end
 
 -------------------------------------------------------------------------------
@@ -532,17 +537,20 @@ end
 -- short even after jobs-history is lowered; the rest go on later completions.
 local PRUNE_BATCH = 1000
 
-local function prune_completed(now)
+-- Retention after `completions` jobs completed (1 unless Job.add_completed
+-- prunes once for a batch: the same bound per completion, in one sweep).
+local function prune_completed(now, completions)
+  local most = PRUNE_BATCH * (completions or 1)
   local history = Config.number('jobs-history', 604800)
   local cutoff = Num.str(now - history)
   if completed.swept ~= cutoff then
     local expired = redis.call('zrangebyscore', Keys.completed, '-inf', cutoff,
-      'LIMIT', 0, PRUNE_BATCH)
+      'LIMIT', 0, most)
     for _, jid in ipairs(expired) do
       Job.delete(jid)
       completed_removed(redis.call('zrem', Keys.completed, jid))
     end
-    if #expired < PRUNE_BATCH and now - history < now then
+    if #expired < most and now - history < now then
       completed.swept = cutoff
     end
   end
@@ -553,10 +561,34 @@ local function prune_completed(now)
   end
   local excess = completed.size - keep
   if excess > 0 then
-    local oldest = redis.call('zrange', Keys.completed, 0, math.min(excess, PRUNE_BATCH) - 1)
+    local oldest = redis.call('zrange', Keys.completed, 0, math.min(excess, most) - 1)
     for _, jid in ipairs(oldest) do
       Job.delete(jid)
       completed_removed(redis.call('zrem', Keys.completed, jid))
     end
   end
+end
+
+-- lanner.complete_many's jobs, completed at `now`, enter ql:completed in one
+-- ZADD per 500, and retention runs once for them all. The same set as one
+-- ZADD and one pruning per job: pruning by count always deletes the lowest
+-- (score, jid) members, so the survivors are the same; the sweep by age has
+-- one cutoff for the whole call.
+function Job.add_completed(now, jids)
+  if #jids == 0 then
+    return
+  end
+  local at = Num.str(now)
+  local members = {}
+  for index, jid in ipairs(jids) do
+    members[2 * index - 1], members[2 * index] = at, jid
+  end
+  for first = 1, #members, 1000 do
+    local added = redis.call('zadd', Keys.completed,
+      unpack(members, first, math.min(first + 999, #members)))
+    if completed.size ~= nil then
+      completed.size = completed.size + added
+    end
+  end
+  prune_completed(now, #jids)
 end

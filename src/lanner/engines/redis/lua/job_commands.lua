@@ -53,8 +53,11 @@ end
 -- `loaded` is the job as just loaded (with its lanner_size, and its data if
 -- it may advance), when the caller has it. `released`
 -- (lanner.complete_many) collects the jid instead of taking it out of the
--- queue's -locks and the worker's jobs; the caller does that for all at once.
-function Job.complete(now, jid, worker, queue, data, options, loaded, released)
+-- queue's -locks and the worker's jobs, and `released.completed` collects a
+-- completed one instead of adding it to ql:completed; the caller does that
+-- for all at once (Job.add_completed). `line`: the `done` entry, encoded
+-- once for them all.
+function Job.complete(now, jid, worker, queue, data, options, loaded, released, line)
   local job = loaded or Job.require(jid, Job.RECORD_FIELDS)
   Job.require_lock(job, worker, queue)
   local key = Keys.job(jid)
@@ -71,7 +74,7 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
   if job.time ~= nil then
     Stats.record('run', queue, now, now - job.time)
   end
-  Job.record(now, jid, 'done', nil, job)
+  Job.record(now, jid, 'done', nil, job, line)
   if job.failure ~= nil and job.grace ~= nil then
     redis.call('hdel', key, 'failure', 'grace')
   elseif job.failure ~= nil then
@@ -109,12 +112,18 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released)
   end
 
   Events.completed(jid, queue)
-  local added = redis.call('zadd', Keys.completed, now, jid)
-  if completed.size ~= nil then
-    completed.size = completed.size + added
+  if released then
+    released.completed[#released.completed + 1] = jid
+  else
+    local added = redis.call('zadd', Keys.completed, now, jid)
+    if completed.size ~= nil then
+      completed.size = completed.size + added
+    end
   end
   Job.release_dependents(now, jid)
-  prune_completed(now)
+  if not released then
+    prune_completed(now)
+  end
   Lanner.finished(jid)
   return 'complete'
 end

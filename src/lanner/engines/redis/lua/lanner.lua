@@ -94,7 +94,7 @@ local function hand_off(now, queue)
       return
     end
     local key = Keys.handoff(queue, worker)
-    redis.call('rpush', key, cjson.encode(jobs))
+    redis.call('rpush', key, Job.texts_array(jobs))
     redis.call('expire', key, HANDOFF_TTL)
     pending_tokens[queue] = math.max(0, pending_tokens[queue] - #jobs)
   end
@@ -111,8 +111,9 @@ local function forget_lapsed(now, queue)
   end
 end
 
--- Jobs handed to `worker` that it has not received, as pop objects: those
--- it still holds (the lock of one left too long may have gone elsewhere).
+-- Jobs handed to `worker` that it has not received, as pop objects (JSON
+-- texts): those it still holds (the lock of one left too long may have gone
+-- elsewhere).
 local function collect_handoffs(queue, worker)
   local key = Keys.handoff(queue, worker)
   local handed = redis.call('lrange', key, 0, -1)
@@ -126,7 +127,7 @@ local function collect_handoffs(queue, worker)
       local job = Job.load(object.jid)
       if job ~= nil and job.state == 'running' and job.worker == worker
           and job.queue == queue then
-        jobs[#jobs + 1] = Job.object(job)
+        jobs[#jobs + 1] = Job.object_text(job)
       end
     end
   end
@@ -136,6 +137,7 @@ end
 -- lanner.pop_wait: pop for a worker that will block if it gets nothing. It
 -- stops waiting (if it was), takes what was handed to it, pops the rest, and
 -- when it has nothing registers to wait until now + wait (wait = 0: not).
+-- Returns the jobs' objects as JSON texts.
 function Lanner.pop_wait(now, queue, worker, count, wait)
   stop_waiting(queue, worker)
   local jobs = collect_handoffs(queue, worker)
@@ -178,7 +180,7 @@ end
 -- concurrency limit that may let a waiting job run, so wake a worker.
 function Lanner.lock_released(queue)
   Flow.lock_released(queue)
-  if Config.number(queue .. '-max-concurrency', 0) > 0
+  if Config.max_concurrency(queue) > 0
       and redis.call('zcard', Keys.queue(queue, 'work')) > 0 then
     Lanner.notify(queue, 1)
   end
@@ -210,8 +212,18 @@ end
 -- which the client BLPOPs. Tokens nobody collects expire.
 local FINISHED_TTL = 60
 
+-- Whether ql:lanner:awaited exists, asked once per call: mostly nobody
+-- awaits, and a batch's jobs then need no HDEL each.
+local any_awaited
+per_call(function()
+  any_awaited = nil
+end)
+
 function Lanner.finished(jid)
-  if redis.call('hdel', Keys.awaited, jid) == 1 then
+  if any_awaited == nil then
+    any_awaited = redis.call('exists', Keys.awaited) == 1
+  end
+  if any_awaited and redis.call('hdel', Keys.awaited, jid) == 1 then
     local key = Keys.finished(jid)
     redis.call('rpush', key, '1')
     redis.call('expire', key, FINISHED_TTL)
@@ -248,6 +260,7 @@ function Lanner.await(jid, till)
   local registered = tonumber(redis.call('hget', Keys.awaited, jid))
   if registered == nil or registered < till then
     redis.call('hset', Keys.awaited, jid, Num.str(till))
+    any_awaited = true
   end
   return 'pending'
 end
@@ -274,20 +287,38 @@ local COMPLETE_FIELDS = {
   'history',
 }
 
+-- Job.load(jid, COMPLETE_FIELDS), made by one table constructor (a table
+-- filled field by field is rehashed as it grows, per job).
+local function load_for_complete(jid)
+  local v = redis.call('hmget', Keys.job(jid), unpack(COMPLETE_FIELDS))
+  if not v[1] then
+    return nil
+  end
+  return {
+    jid = jid, state = v[1], queue = v[2] or '', worker = v[3] or '', priority = 0,
+    retries = tonumber(v[4]), failure = v[5] or nil, time = tonumber(v[6]),
+    grace = v[7] or nil, lanner_size = tonumber(v[8]), history = v[9] or nil,
+    history_loaded = true,
+  }
+end
+
 function Lanner.complete_many(now, worker, queue, jids, results)
-  local done, released = {}, {}
+  local done, released = {}, { completed = {} }
   local options = {}
+  local line = Job.entry(now, 'done', nil)
   for _, jid in ipairs(jids) do
-    local job = Job.load(jid, COMPLETE_FIELDS)
+    local job = load_for_complete(jid)
     if holds(job, worker, queue) then
       options.result = results and results[jid]
-      Job.complete(now, jid, worker, queue, nil, options, job, released)
+      Job.complete(now, jid, worker, queue, nil, options, job, released, line)
       done[#done + 1] = jid
     end
   end
-  -- The locks given up, in one command per key rather than two per job.
+  -- The locks given up, and the jobs into ql:completed, in one command per
+  -- key rather than one or two per job.
   call_spread('zrem', Keys.queue(queue, 'locks'), released, 1000)
   call_spread('zrem', Keys.worker_jobs(worker), released, 1000)
+  Job.add_completed(now, released.completed)
   return done
 end
 

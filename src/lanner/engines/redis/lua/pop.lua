@@ -41,13 +41,24 @@ end
 -- Give one job to `worker`. `from_work` is true for a job taken from the
 -- waiting jobs (its wait time is recorded), false for one taken over from an
 -- expired lock.
--- `batch` (pop's jobs from -work): the -work, -locks and worker zset updates
--- are collected there and made by flush_locks, one command per key.
+-- `batch` (pop's jobs from -work, see new_batch): the -work, -locks and
+-- worker zset updates are collected there and made by flush_locks, one
+-- command per key; what is the same for every job of the batch (the lock's
+-- expiry, the times as text, the history entry) is worked out once there.
+-- A job from -work keeps its `remaining` (only a lock taken over spends one);
+-- its `ready` is the text of its `time` as loaded (job.time_text, when known).
 local function lock(now, queue, worker, job, from_work, batch, start)
   local jid = job.jid
-  local expires = now + Config.heartbeat(queue)
-  local fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
-    'remaining', job.remaining }
+  local expires, fields
+  if batch then
+    expires = batch.expires
+    fields = { 'state', 'running', 'worker', worker, 'expires', batch.expires_text,
+      'time', batch.now_text, nil, nil } -- (room for `ready`)
+  else
+    expires = now + Config.heartbeat(queue)
+    fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
+      'remaining', job.remaining }
+  end
   if from_work then
     if batch then
       batch.work[#batch.work + 1] = jid
@@ -57,14 +68,14 @@ local function lock(now, queue, worker, job, from_work, batch, start)
     if job.time ~= nil then
       Stats.record('wait', queue, now, now - job.time)
       -- Kept so lanner.release can put the job back in its old place.
-      fields[#fields + 1], fields[#fields + 2] = 'ready', job.time
+      fields[#fields + 1], fields[#fields + 2] = 'ready', job.time_text or job.time
     end
   else
     Worker.release(job.worker, jid)
   end
   if batch then
     local locks = batch.locks
-    locks[#locks + 1], locks[#locks + 2] = expires, jid
+    locks[#locks + 1], locks[#locks + 2] = batch.expires_text, jid
   else
     redis.call('zadd', Keys.queue(queue, 'locks'), expires, jid)
     Worker.hold(worker, jid, expires)
@@ -73,14 +84,26 @@ local function lock(now, queue, worker, job, from_work, batch, start)
   if job.grace ~= nil then
     redis.call('hdel', Keys.job(jid), 'grace')
   end
-  local entry = { worker = worker }
   if start then
+    local entry = { worker = worker }
     entry.start, entry.by = start.start, start.by
+    Job.record(now, jid, 'popped', entry, job)
+  elseif batch then
+    batch.line = batch.line or Job.entry(now, 'popped', { worker = worker })
+    Job.record(now, jid, 'popped', nil, job, batch.line)
+  else
+    Job.record(now, jid, 'popped', { worker = worker }, job)
   end
-  Job.record(now, jid, 'popped', entry, job)
   Events.tracked(jid, 'popped')
-  -- The job as it now stands, for the reply (see objects).
+  -- The job as it now stands, for the reply (see object_texts).
   job.state, job.worker, job.expires, job.time, job.grace = 'running', worker, expires, now, nil
+end
+
+-- A batch of jobs from -work popped for `worker` at `now` (see lock).
+local function new_batch(now, queue)
+  local expires = now + Config.heartbeat(queue)
+  return { work = {}, locks = {}, expires = expires, expires_text = Num.str(expires),
+    now_text = Num.str(now) }
 end
 
 -- Make the updates lock collected in `batch`: the same members and scores
@@ -158,12 +181,107 @@ end
 -- without a limit. Only live locks count: a job whose lock ran out is not
 -- really running any more.
 local function room(now, queue)
-  local limit = Config.number(queue .. '-max-concurrency', 0)
+  local limit = Config.max_concurrency(queue)
   if limit <= 0 then
     return nil
   end
   local running = redis.call('zcount', Keys.queue(queue, 'locks'), '(' .. Num.str(now), '+inf')
   return math.max(0, limit - running)
+end
+
+-------------------------------------------------------------------------------
+-- Pop's reply, as JSON text
+-------------------------------------------------------------------------------
+-- A popped job goes back as the JSON text of Job.object(job), written here
+-- piece by piece: its history entries are put in as stored (each is an
+-- object's JSON text, written by cjson) instead of decoded into tables and
+-- encoded again, and the values a batch repeats (state, queue, worker,
+-- klass, the lock's expiry, priority, retries) are encoded once per call.
+-- The same object (cjson's key order was never defined); an empty list or
+-- object is {}, as cjson writes it.
+local encoded_texts
+per_call(function()
+  encoded_texts = nil
+end)
+
+local function encoded(text)
+  encoded_texts = encoded_texts or {}
+  local found = encoded_texts[text]
+  if found == nil then
+    found = cjson.encode(text)
+    encoded_texts[text] = found
+  end
+  return found
+end
+
+-- A stored JSON field (tags, failure) as Job.object gives it (Json.decode).
+local function decoded_field(value)
+  if value == nil or value == false or value == '' or value == '[]' then
+    return '{}'
+  end
+  return cjson.encode(cjson.decode(value))
+end
+
+local function members_text(key)
+  local members = redis.call('smembers', key)
+  if #members == 0 then
+    return '{}'
+  end
+  return cjson.encode(members)
+end
+
+-- cjson.encode(Job.object(job)), in the order of Job.object's fields (a job
+-- without klass, state, retries, remaining or data: as cjson writes it).
+-- `waited`: the job was taken from -work, which holds no job with
+-- dependencies (only a job in depends has any: every way into -work, and
+-- into scheduled before it, goes through Queue.enqueue's check or a release
+-- that found none left), so its empty set is not looked up.
+function Job.object_text(job, waited)
+  local klass, state, retries, remaining, data = job.klass, job.state, job.retries,
+    job.remaining, job.data
+  if klass == nil or state == nil or retries == nil or remaining == nil or data == nil then
+    return cjson.encode(Job.object(job))
+  end
+  local jid = job.jid
+  local lines = Job.history_lines(jid)
+  return '{"jid":' .. cjson.encode(jid) .. ',"klass":' .. encoded(klass)
+    .. ',"state":' .. encoded(state) .. ',"queue":' .. encoded(job.queue)
+    .. ',"worker":' .. encoded(job.worker) .. ',"priority":' .. encoded(job.priority)
+    .. ',"expires":' .. encoded(job.expires or 0) .. ',"retries":' .. encoded(retries)
+    .. ',"remaining":' .. encoded(remaining) .. ',"data":' .. cjson.encode(data)
+    .. ',"tags":' .. decoded_field(job.tags) .. ',"failure":' .. decoded_field(job.failure)
+    .. ',"history":' .. (#lines == 0 and '{}' or '[' .. table.concat(lines, ',') .. ']')
+    .. ',"dependencies":' .. (waited and '{}' or members_text(Keys.dependencies(jid)))
+    .. ',"dependents":' .. members_text(Keys.dependents(jid))
+    .. ',"tracked":' .. (Events.is_tracked(jid) and 'true' or 'false')
+    .. ',"spawned_from_jid":' .. (job.spawned_from_jid ~= nil
+      and cjson.encode(job.spawned_from_jid) or 'false') .. '}'
+end
+
+-- A list of Job.object_text texts as one JSON array ({} when empty).
+function Job.texts_array(texts)
+  if #texts == 0 then
+    return '{}'
+  end
+  return '[' .. table.concat(texts, ',') .. ']'
+end
+
+-- The reply's texts for the jids pop took. `locked` maps a jid to its job
+-- table as lock left it: the hash need not be read back.
+local function object_texts(jids, locked)
+  local result = {}
+  for _, jid in ipairs(jids) do
+    local job = locked[jid]
+    if job ~= nil then
+      result[#result + 1] = Job.object_text(job, true)
+    else
+      job = Job.load(jid)
+      if job ~= nil then
+        result[#result + 1] = Job.object_text(job, false)
+      end
+    end
+  end
+  return result
 end
 
 -- `locked` maps a jid to its job table as lock left it, when the caller has
@@ -186,6 +304,36 @@ end
 -- stops there leaves a wake-up token, so a worker comes back for the rest.
 local EXPIRE_BATCH = 1000
 
+-- What pop reads of a job from -work: JOB_FIELDS (job.lua) but the two it
+-- does not use and `jid` (the key names it), `state` first, and the job's
+-- LIMITS expiry. (Each field asked for costs time: HMGET looks for each one
+-- along a small hash, and one the hash does not have, as most have no
+-- expiry, costs the whole way: pop asks for no more fields than it did
+-- before LIMITS, but its history field, which spares Job.record a look.)
+local POP_FIELDS = {
+  'state', 'klass', 'queue', 'worker', 'priority', 'expires', 'retries', 'remaining',
+  'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace', 'lanner_expires_at',
+  'history',
+}
+
+-- Job.load(jid, POP_FIELDS), made by one table constructor: a table filled
+-- field by field grows (and is rehashed) five times, per job. Also the text
+-- of its `time` (time_text, for lock's `ready`).
+local function load_for_pop(jid)
+  local v = redis.call('hmget', Keys.job(jid), unpack(POP_FIELDS))
+  if not v[1] then
+    return nil
+  end
+  return {
+    jid = jid, state = v[1], klass = v[2] or nil, queue = v[3] or '', worker = v[4] or '',
+    priority = tonumber(v[5]) or 0, expires = tonumber(v[6]), retries = tonumber(v[7]),
+    remaining = tonumber(v[8]), data = v[9] or nil, tags = v[10] or nil,
+    failure = v[11] or nil, spawned_from_jid = v[12] or nil, time = tonumber(v[13]),
+    time_text = v[13] or nil, grace = v[14] or nil, lanner_expires_at = tonumber(v[15]),
+    history = v[16] or nil, history_loaded = true,
+  }
+end
+
 -- Whether a job read from -work is a waiting job whose time is up (LIMITS).
 -- A stalled job (its lock ran out, or `timeout`) is not: it was handed out.
 local function past_expiry(job, now)
@@ -194,7 +342,8 @@ local function past_expiry(job, now)
 end
 
 -- Lock up to `count` jobs for `worker`: expired locks first, then waiting jobs
--- by score, dropping those past their expiry. Returns their objects.
+-- by score, dropping those past their expiry. Returns their objects, each as
+-- JSON text (Job.object_text).
 function Queue.pop(now, queue, worker, count)
   Worker.seen(now, worker)
   Limits.register(queue)
@@ -211,7 +360,7 @@ function Queue.pop(now, queue, worker, count)
   -- Jobs taken from -work, as lock left them: nothing changes them afterwards
   -- in this call, so the reply is built without reading them back.
   local locked = {}
-  local batch = { work = {}, locks = {} }
+  local batch = new_batch(now, queue)
   local dropped, capped, held = 0, false, 0
   local flows = #taken < limit and Flow.active(queue)
   if flows then
@@ -228,7 +377,7 @@ function Queue.pop(now, queue, worker, count)
       local expired, dangling, held_now, placed = {}, {}, 0, Flow.placed
       local alone = false
       for _, jid in ipairs(jids) do
-        local job = Job.load(jid, Job.POP_FIELDS)
+        local job = load_for_pop(jid)
         local admitted = 'yes'
         if job == nil then
           dangling[#dangling + 1] = jid
@@ -277,7 +426,7 @@ function Queue.pop(now, queue, worker, count)
   if capped then
     Lanner.notify(queue, 1)
   end
-  return objects(taken, locked)
+  return object_texts(taken, locked)
 end
 
 -- The jobs pop would hand out next, without locking them. Like pop it spawns

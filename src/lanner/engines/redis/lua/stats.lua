@@ -21,10 +21,20 @@ local function keep_for(day, now)
   return math.floor(day + (Config.number('stats-history', 30) + 1) * DAY - now)
 end
 
+-- The field names s0..s59, made as first needed and kept (most durations a
+-- drain records are under a minute: no new string per job).
+local SECOND_BUCKETS = {}
+
 -- The histogram bucket (a hash field) for a duration in seconds.
 local function bucket(seconds)
   if seconds < 60 then
-    return 's' .. math.floor(seconds)
+    local whole = math.floor(seconds)
+    local field = SECOND_BUCKETS[whole]
+    if field == nil then
+      field = 's' .. whole
+      SECOND_BUCKETS[whole] = field
+    end
+    return field
   elseif seconds < 3600 then
     return 'm' .. math.floor(seconds / 60)
   elseif seconds < DAY then
@@ -41,22 +51,15 @@ end
 -- hashes inside the commands that record timings.
 local pending_timings, pending_order
 
--- Keys.stats(kind, day, queue), remembered for the call (it is asked for once
--- per job popped or completed).
-local timing_keys
+-- The timing each kind ('wait', 'run') of each queue records into in this
+-- call (kind -> queue -> timing), and the day and TTL of the call's `now`
+-- (it is asked for once per job popped or completed: no key is built and no
+-- setting read for each).
+local timings_of, memo_now, memo_day, memo_ttl
 per_call(function()
-  pending_timings, pending_order, timing_keys = {}, {}, {}
+  pending_timings, pending_order = {}, {}
+  timings_of, memo_now, memo_day, memo_ttl = nil, nil, nil, nil
 end)
-
-local function timing_key(kind, day, queue)
-  local memo = kind .. ':' .. queue
-  local known = timing_keys[memo]
-  if known == nil or known[1] ~= day then
-    known = { day, Keys.stats(kind, day, queue) }
-    timing_keys[memo] = known
-  end
-  return known[2]
-end
 
 -- Add one duration to the wait or run timings of `queue` for the day of `now`.
 function Stats.record(kind, queue, now, seconds)
@@ -64,25 +67,39 @@ function Stats.record(kind, queue, now, seconds)
     -- Clients' clocks can disagree a little; a negative time is noise.
     seconds = 0
   end
-  local day = day_of(now)
-  local ttl = keep_for(day, now)
+  if memo_now ~= now then
+    memo_now, memo_day = now, day_of(now)
+    memo_ttl = keep_for(memo_day, now)
+  end
+  local day, ttl = memo_day, memo_ttl
   if ttl <= 0 then
     return
   end
-  local key = timing_key(kind, day, queue)
-  local timing = pending_timings[key]
-  if timing == nil then
-    local current = redis.call('hmget', key, 'total', 'mean', 'vk')
-    timing = {
-      new = current[1] == false,
-      total = tonumber(current[1]) or 0,
-      mean = tonumber(current[2]) or 0,
-      vk = tonumber(current[3]) or 0,
-      buckets = {},
-      bucket_order = {},
-    }
-    pending_timings[key] = timing
-    pending_order[#pending_order + 1] = key
+  timings_of = timings_of or {}
+  local of_kind = timings_of[kind]
+  if of_kind == nil then
+    of_kind = {}
+    timings_of[kind] = of_kind
+  end
+  local timing = of_kind[queue]
+  if timing == nil or timing.day ~= day then
+    local key = Keys.stats(kind, day, queue)
+    timing = pending_timings[key]
+    if timing == nil then
+      local current = redis.call('hmget', key, 'total', 'mean', 'vk')
+      timing = {
+        new = current[1] == false,
+        total = tonumber(current[1]) or 0,
+        mean = tonumber(current[2]) or 0,
+        vk = tonumber(current[3]) or 0,
+        buckets = {},
+        bucket_order = {},
+        day = day,
+      }
+      pending_timings[key] = timing
+      pending_order[#pending_order + 1] = key
+    end
+    of_kind[queue] = timing
   end
   local total = timing.total + 1
   local mean = timing.mean
