@@ -140,6 +140,12 @@ class ConcurrentLoop(KeepingInFlight):
     async def _run(self) -> str:
         self._changed = asyncio.Event()  # set (and replaced) each time a job ends here
         self._sync_gate = asyncio.Semaphore(self.threads)
+        # The store's threads start now, before any task runs: a task may leave the process
+        # unable to start a thread (an address-space limit it lowered), and completions
+        # must not depend on starting one then.
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(pool, int)
+                               for pool in (self._pop_thread, self._engine_thread)))  # fmt: skip
         outage = Outage(self.app.settings.broker, self.outage_first_pause)
         chores = [
             asyncio.create_task(self._keep_leases()),

@@ -95,8 +95,21 @@ class KeepingInFlight(WorkerLoop):
 
     async def _complete_all(self) -> None:
         done, self._done = self._done, {}
-        for queue, (jids, results) in done.items():
-            await self._call(self._settle, queue, jids, results)
+        while done:
+            queue = next(iter(done))
+            try:
+                await self._call(self._settle, queue, *done[queue])
+                del done[queue]
+            except BaseException as error:
+                # What was not tried (and this call too, unless the store refused it and
+                # _settle kept it) waits for the next try.
+                if isinstance(error, LannerError):
+                    del done[queue]
+                for queue, (jids, results) in done.items():
+                    kept, kept_results = self._done.setdefault(queue, ([], {}))
+                    kept[:0] = jids
+                    kept_results.update(results)
+                raise
         if self._unflushed and not (self._held or self._done or self._undone):
             self._unflushed = False
             self.reporter.flushed()

@@ -337,3 +337,40 @@ def test_a_thread_that_cannot_start_gives_its_job_back_unspent(world: World) -> 
     assert job.state == JobState.COMPLETE, job.failure
     assert [event.what for event in job.history].count("released") == 1
     assert SEEN[handle] == 1  # the queued body of its first try never ran
+
+
+class ThreadsUntilForbidden(concurrent.futures.ThreadPoolExecutor):
+    """An executor that cannot start a thread once a task set GATE["no threads"] (as a
+    task that lowered the process's address-space limit leaves it)."""
+
+    def _adjust_thread_count(self) -> None:
+        if not GATE.get("no threads"):
+            super()._adjust_thread_count()  # type: ignore[misc, unused-ignore]
+        # As CPython's: a thread is started only if none is idle and there is room.
+        elif (
+            not self._idle_semaphore.acquire(timeout=0)  # type: ignore[attr-defined, unused-ignore]
+            and len(self._threads) < self._max_workers  # type: ignore[attr-defined, unused-ignore]
+        ):
+            raise RuntimeError("can't start new thread")
+
+
+@app.task(queue=QUEUE, max_retries=0)
+async def forbid_threads() -> None:
+    GATE["no threads"] = True
+
+
+def test_completions_start_no_thread_after_a_task_ran(world: World) -> None:
+    """The store's threads are started before any task runs: a task that leaves the
+    process unable to start one (a neighbour's limits) does not stop completions."""
+    handle = forbid_threads.delay()
+    queues = [QueueConfig(QUEUE, long_poll_time_sec=0.2)]
+    world.loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"),
+                                tasks_per_process=4, configure=False)  # fmt: skip
+    world.loop._engine_thread = ThreadsUntilForbidden(1, "lanner-engine")
+    world.loop._pop_thread = ThreadsUntilForbidden(1, "lanner-pop")
+    world.thread = threading.Thread(target=world.loop.run, daemon=True)
+    world.thread.start()
+    world.wait_until(lambda: world.settled([handle]), "the job to settle")
+    job = world.engine.get(handle)
+    assert job is not None
+    assert job.state == JobState.COMPLETE, job.failure
