@@ -1,6 +1,7 @@
-"""The job record in Redis: what a new job stores (no field at its default; its history, a
-lone put entry, short in its hash until the next entry), and jobs stored by an older
-script, read and carried on as they are.
+"""The job record in Redis: what a new job stores (no field at its default nor one it can be
+told from: its byte count is its data's length, and its history, a lone put entry, is
+implied by its ready time, or short in its hash, until the next entry), and jobs stored
+by an older script, read and carried on as they are.
 
 A process of an older lanner may share the store during an upgrade: it reads every field
 this version leaves out at its default, and adds history entries to the list
@@ -17,12 +18,11 @@ from lanner.engines.redis.engine import RedisEngine
 from .support import T0, raw
 
 LEAN_FIELDS = {
-    "lanner_size", "klass", "data", "queue", "retries", "remaining", "state", "time",
-    "lanner_seq", "history",
+    "klass", "data", "queue", "retries", "remaining", "state", "time", "lanner_seq",
 }  # fmt: skip
 
 
-def test_a_new_job_stores_no_default_and_keeps_its_history_in_its_hash(
+def test_a_new_job_stores_no_default_and_its_history_is_implied(
     engine: RedisEngine, redis_url: str
 ) -> None:
     engine.put("q", "j1", "Task", '{"a":1}', now=T0)
@@ -31,12 +31,38 @@ def test_a_new_job_stores_no_default_and_keeps_its_history_in_its_hash(
         assert client.exists("ql:j:j1-history") == 0
         # Small fields, few of them: Redis keeps the hash in its compact encoding.
         assert client.object("encoding", "ql:j:j1") == "listpack"
-        # Its lone put entry, short: the entry's q is the job's queue.
-        assert client.hget("ql:j:j1", "history") == "p1000"
+        # Its bytes are counted all the same: its data's length.
+        assert client.hget("ql:lanner:usage:q", "bytes") == "7"
     job = engine.get("j1", now=T0)
     assert job is not None
     assert (job.priority, job.tags, job.worker, job.expires) == (0, (), "", 0)
+    # Its lone put entry, implied: when it became ready, in its queue.
     assert [(e.what, e.when, dict(e.details)) for e in job.history] == [("put", T0, {"q": "q"})]
+
+
+def test_a_popped_job_keeps_its_implied_put_entry_first(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put("q", "j1", "Task", now=T0 + 0.123456789)
+    [popped] = engine.pop("q", "w", 1, now=T0 + 5)
+    expected = [("put", T0 + 0.1235, {"q": "q"}), ("popped", T0 + 5, {"worker": "w"})]
+    assert [(e.what, round(e.when, 4), dict(e.details)) for e in popped.history] == expected
+    job = engine.get("j1", now=T0 + 5)
+    assert job is not None
+    assert [(e.what, round(e.when, 4), dict(e.details)) for e in job.history] == expected
+    with raw(redis_url) as client:
+        assert client.llen("ql:j:j1-history") == 2
+
+
+def test_a_delayed_job_keeps_its_put_entry_short_in_its_hash(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put("q", "j1", "Task", delay=10, now=T0)
+    with raw(redis_url) as client:
+        # Its time changes when it comes due: the entry cannot be implied by it.
+        assert client.hget("ql:j:j1", "history") == "p1000"
+    [popped] = engine.pop("q", "w", 1, now=T0 + 20)
+    assert [(e.what, e.when) for e in popped.history] == [("put", T0), ("popped", T0 + 20)]
 
 
 def test_a_job_given_values_stores_them(engine: RedisEngine, redis_url: str) -> None:
@@ -98,7 +124,7 @@ def test_a_job_stored_by_an_older_script_is_read_and_carried_on(
 def test_entries_an_older_script_adds_come_after_the_put_entry(
     engine: RedisEngine, redis_url: str
 ) -> None:
-    engine.put("q", "j1", "Task", now=T0)
+    engine.put("q", "j1", "Task", delay=10, now=T0)
     with raw(redis_url) as client:  # an older process logging to the list it knows
         client.rpush("ql:j:j1-history", json.dumps({"what": "older", "when": T0 + 1}))
     job = engine.get("j1", now=T0)
@@ -133,3 +159,59 @@ def test_a_waiting_job_moved_keeps_its_first_entry_in_full(engine: RedisEngine) 
         ("put", T0, {"q": "q"}),
         ("put", T0 + 1, {"q": "r"}),
     ]
+
+
+def test_an_implied_put_entry_is_lost_to_an_older_script_s_first_entry(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    # An older process writing the first entry of a list (an upgrade's overlap) does not
+    # know the put entry is implied: the history goes on without it.
+    engine.put("q", "j1", "Task", now=T0)
+    with raw(redis_url) as client:
+        client.rpush("ql:j:j1-history", json.dumps({"what": "older", "when": T0 + 1}))
+    engine.log("j1", "newer", now=T0 + 2)
+    job = engine.get("j1", now=T0)
+    assert job is not None
+    assert [e.what for e in job.history] == ["older", "newer"]
+
+
+# -- the bytes a queue counts ------------------------------------------------------------
+
+
+def bytes_of(redis_url: str, queue: str) -> int:
+    with raw(redis_url) as client:
+        return int(client.hget(f"ql:lanner:usage:{queue}", "bytes") or 0)
+
+
+def test_a_job_stored_without_its_size_gives_back_its_data_s_length(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    for jid in ("done", "failed", "cancelled", "moved", "renewed"):
+        engine.put("q", jid, "Task", '{"a":12}', now=T0)
+    assert bytes_of(redis_url, "q") == 5 * 8
+    engine.cancel(["cancelled"], now=T0)
+    engine.put("r", "moved", "Task", '{"b":1}', now=T0)
+    assert (bytes_of(redis_url, "q"), bytes_of(redis_url, "r")) == (3 * 8, 7)
+    popped = {job.jid for job in engine.pop("q", "w", 3, now=T0 + 1)}
+    assert popped == {"done", "failed", "renewed"}
+    engine.complete("done", "w", "q", now=T0 + 2)
+    engine.fail("failed", "w", "g", "why", '{"bigger":"data"}', now=T0 + 2)
+    assert bytes_of(redis_url, "q") == 8
+    # A heartbeat changing the data keeps the count its job came in with.
+    engine.heartbeat("renewed", "w", '{"a":123456}', now=T0 + 2)
+    with raw(redis_url) as client:
+        assert client.hget("ql:j:renewed", "lanner_size") == "8"
+    engine.complete("renewed", "w", "q", now=T0 + 3)
+    assert bytes_of(redis_url, "q") == 0
+
+
+def test_a_job_of_an_older_script_without_a_size_counts_none(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    store_as_older_script(redis_url, "old", "q")
+    with raw(redis_url) as client:  # as qless, or lanner before byte counts, stored it
+        client.hdel("ql:j:old", "lanner_size")
+        client.hset("ql:lanner:usage:q", "bytes", 0)
+    engine.put("q", "new", "Task", '{"a":1}', now=T0)
+    engine.cancel(["old"], now=T0)
+    assert bytes_of(redis_url, "q") == 7

@@ -89,6 +89,8 @@ function Job.load(jid, fields)
     local field, value = fields[index], values[index]
     if field == 'history' then
       job.history_loaded = true -- (Job.record: its value, or none, is known)
+    elseif field == 'jid' then
+      job.jid_stored = value ~= false -- (Job.size: a record of an older script)
     end
     if value == false then
       value = nil
@@ -102,6 +104,27 @@ function Job.load(jid, fields)
   job.queue = job.queue or ''
   job.priority = job.priority or 0
   return job, values
+end
+
+-- The bytes of data the queue of a live job counts for it (Limits): its
+-- lanner_size; a job stored without one counts its data's length if put by
+-- this script (which stores no `jid` field), else none (a record of qless or
+-- of a lanner from before byte counts). From the fields as loaded (given
+-- lanner_size, jid and data; or, as `size`, `jid_field` and `data`, the raw
+-- HMGET values, false when missing: then data may be left unread).
+function Job.size(job)
+  return Job.counted(job.jid, job.lanner_size, job.jid_stored, job.data)
+end
+
+function Job.counted(jid, size, jid_field, data)
+  if size then
+    return tonumber(size)
+  elseif jid_field then
+    return 0
+  elseif data then
+    return #data
+  end
+  return redis.call('hstrlen', Keys.job(jid), 'data')
 end
 
 function Job.require(jid, fields)
@@ -133,18 +156,26 @@ end
 -- Each entry is a JSON object {what, when, ...} in the list ql:j:<jid>-history,
 -- capped at max-job-history, always keeping the first entry (how the job came
 -- to exist) and dropping the oldest of the rest. But a new job's history, its
--- put entry alone, is kept short in its hash: the field `history` holds 'p'
--- and the entry's `when` as JSON writes it, the entry's `q` being the job's
--- queue. The next entry moves it to the head of the list, before the job can
--- change queues: every change of queue follows an entry (put's move writes
--- its own first; complete, retry and unfail act on a job that was popped or
--- failed, and wrote that). Why: a waiting job without a list of its own is
--- about 250 bytes smaller in Redis, and a put one call cheaper. (Not the
--- whole history in the hash: a value over 64 bytes turns a hash into a real
--- hash table, more bytes, and a conversion each pop would pay for.) A
--- process of an older lanner sharing the store (an upgrade) reads such a job
--- with an empty history, and adds its entries to the list; the next entry
--- written here puts the short one before them.
+-- put entry alone, is not in a list:
+--   * a job put straight into waiting (without FLOW) stores none: its put
+--     entry is implied, {q: its queue, what: 'put', when: its `time`}, for
+--     as long as it has no history list. Nothing changes its queue or its
+--     `time` before its next entry (pop, a log entry, a move, a timeout)
+--     creates the list, which then starts with that put entry;
+--   * any other new job (delayed, depending, FLOW: their `time` changes when
+--     they come due) keeps it short in its hash: the field `history` holds
+--     'p' and the entry's `when` as JSON writes it, the entry's `q` being the
+--     job's queue, until the next entry moves it to the head of the list.
+-- Every change of queue follows an entry (put's move writes its own first;
+-- complete, retry and unfail act on a job that was popped or failed, and
+-- wrote that). Why: a waiting job without a list of its own is about 250
+-- bytes smaller in Redis, and a put one call cheaper; without the `history`
+-- field 27 bytes more. (Not the whole history in the hash: a value over 64
+-- bytes turns a hash into a real hash table, more bytes, and a conversion
+-- each pop would pay for.) A process of an older lanner sharing the store
+-- (an upgrade) reads such a job with an empty history, and adds its entries
+-- to the list; the next entry written here puts a short one before them
+-- (an implied one is lost once that process has popped the job).
 local PUT_MARK = 112 -- string.byte('p') (no library call at a function library's load)
 
 -- The short form of a put entry, stored by put.lua with a new job's hash.
@@ -161,19 +192,37 @@ function Job.put_entry(now)
   return put_entry.text
 end
 
+local function full_entry(when, queue)
+  return '{"q":' .. cjson.encode(queue or '') .. ',"what":"put","when":' .. when .. '}'
+end
+
 -- A put entry in full from its short form `text` (nil if it is none).
 local function expand(text, queue)
   if not text or string.byte(text, 1) ~= PUT_MARK then
     return nil
   end
-  return '{"q":' .. cjson.encode(queue or '') .. ',"what":"put","when":'
-    .. string.sub(text, 2) .. '}'
+  return full_entry(string.sub(text, 2), queue)
 end
 
--- The put entry kept in the hash, in full, or nil.
+-- The implied put entry of a job without a history list or field, from its
+-- `time` and queue as stored (text or number; nil without a time).
+local function implied(time, queue)
+  time = tonumber(time)
+  if time == nil then
+    return nil
+  end
+  return full_entry(cjson.encode(time), queue)
+end
+
+-- The put entry kept in the hash (short, in full), or nil; and, without a
+-- short one, the implied entry, which is the job's if it has no list.
 local function short_entry(jid)
-  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue')
-  return expand(found[1], found[2])
+  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue', 'time')
+  local short = expand(found[1], found[2])
+  if short ~= nil then
+    return short, nil
+  end
+  return nil, implied(found[3], found[2])
 end
 
 -- The history lists this call wrote whole (jid -> their entries' texts):
@@ -191,14 +240,16 @@ function Job.forget_history(jid)
   end
 end
 
--- Move a short put entry to the head of the list (before anything else is
--- written to it).
+-- Move a short or implied put entry to the head of the list (before anything
+-- else is written to it).
 function Job.unshorten_history(jid)
   Job.forget_history(jid)
-  local entry = short_entry(jid)
+  local entry, implicit = short_entry(jid)
   if entry ~= nil then
     redis.call('lpush', Keys.history(jid), entry)
     redis.call('hdel', Keys.job(jid), 'history')
+  elseif implicit ~= nil and redis.call('exists', Keys.history(jid)) == 0 then
+    redis.call('lpush', Keys.history(jid), implicit)
   end
 end
 
@@ -209,23 +260,32 @@ function Job.entry(now, what, extra)
   return cjson.encode(entry)
 end
 
--- `loaded`: the job as loaded in this call with its `history` field (as pop
--- and complete_many load it), which spares looking for a short entry.
+-- `loaded`: the job as loaded in this call with its `history` field, its
+-- time and queue (as pop and complete_many load it), which spares looking
+-- for a short entry.
 function Job.record(now, jid, what, extra, loaded)
   local key = Keys.history(jid)
   local line = Job.entry(now, what, extra)
-  local short
+  local short, implicit
   if loaded ~= nil and loaded.history_loaded then
     short = expand(loaded.history, loaded.queue)
+    if short == nil then
+      implicit = implied(loaded.time, loaded.queue)
+    end
   else
-    short = short_entry(jid)
+    short, implicit = short_entry(jid)
   end
   local length
   local known = written_history and written_history[jid]
   Job.forget_history(jid)
   if short == nil then
     length = redis.call('rpush', key, line)
-    if known ~= nil and length == #known + 1 then
+    if length == 1 and implicit ~= nil then
+      -- The list was new: the job's put entry was implied, and goes first.
+      length = redis.call('lpush', key, implicit)
+      written_history = written_history or {}
+      written_history[jid] = { implicit, line }
+    elseif known ~= nil and length == #known + 1 then
       known[length] = line
       written_history[jid] = known
     end
@@ -264,10 +324,8 @@ function Job.history_lines(jid)
   end
   local entries = redis.call('lrange', Keys.history(jid), 0, -1)
   if #entries == 0 then
-    local entry = short_entry(jid)
-    if entry ~= nil then
-      entries[1] = entry
-    end
+    local entry, implicit = short_entry(jid)
+    entries[1] = entry or implicit
   end
   return entries
 end
@@ -372,7 +430,7 @@ function Job.unplace(now, job)
       redis.call('zrem', Keys.queue(job.queue, kind), jid)
     end
     if LIVE[job.state] then
-      Limits.left(job.queue, job.lanner_size)
+      Limits.left(job.queue, Job.size(job))
     end
   end
   Worker.release(job.worker, jid)
@@ -401,7 +459,7 @@ end
 function Job.mark_failed(now, job, group, message, failure_worker, history_worker)
   local jid = job.jid
   redis.call('zrem', Keys.queue(job.queue, 'locks'), jid)
-  Limits.left(job.queue, job.lanner_size)
+  Limits.left(job.queue, Job.size(job))
   Worker.release(job.worker, jid)
   Lanner.lock_released(job.queue)
   Job.record(now, jid, 'failed', { group = group, worker = history_worker })
@@ -431,11 +489,11 @@ function Job.fail_dependents(now, jid, group, message)
     local parent = table.remove(pending)
     for _, dependent in ipairs(redis.call('smembers', Keys.dependents(parent))) do
       local key = Keys.job(dependent)
-      local state, tags, queue, size = unpack(redis.call('hmget', key,
-        'state', 'tags', 'queue', 'lanner_size'))
+      local state, tags, queue, size, stored_jid = unpack(redis.call('hmget', key,
+        'state', 'tags', 'queue', 'lanner_size', 'jid'))
       if state == 'depends' and string.find(tags or '', CASCADE_TAG_JSON, 1, true) then
         redis.call('zrem', Keys.queue(queue, 'depends'), dependent)
-        Limits.left(queue, tonumber(size))
+        Limits.left(queue, Job.counted(dependent, size, stored_jid))
         Job.record(now, dependent, 'failed', { group = DEPENDENCY_FAILED })
         redis.call('hmset', key, 'state', 'failed', 'failure', cjson.encode({
           group = DEPENDENCY_FAILED, message = why, when = now, worker = '',

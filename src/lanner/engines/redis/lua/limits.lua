@@ -379,12 +379,12 @@ local function plan(entries)
   local function job_of(jid)
     local job = jobs[jid]
     if job == nil then
-      local values = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'lanner_size')
+      local values = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'lanner_size', 'jid')
       job = false
       if values[1] then
         job = {
           live = LIVE[values[1]] == true, state = values[1],
-          queue = present(values[2]) or '', size = tonumber(values[3]) or 0,
+          queue = present(values[2]) or '', size = Job.counted(jid, values[3], values[4]),
         }
       end
       jobs[jid] = job
@@ -425,8 +425,8 @@ local function plan(entries)
       if member ~= nil then
         cursor = cursor + 1
         if member ~= jid and not state.gone[member] then
-          local stored = redis.call('hget', Keys.job(member), 'lanner_size')
-          drop = { jid = member, size = tonumber(stored) or 0 }
+          local stored = redis.call('hmget', Keys.job(member), 'lanner_size', 'jid')
+          drop = { jid = member, size = Job.counted(member, stored[1], stored[2]) }
         end
       else
         local added = state.added[next_added]

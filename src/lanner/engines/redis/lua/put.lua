@@ -13,8 +13,8 @@
 -- takes a new sequence number unless `keep_seq` (a dependency release).
 -- `put` (from Queue.put) carries the hash fields the put writes, stored in the
 -- same HMSET, the job's priority, and whether it is known to wait for nothing
--- (`independent`), and a new job's history (its put entry, stored last); the
--- put has already cleared `scheduled`.
+-- (`independent`), and a new job's history (its put entry, stored last unless
+-- `implied` and the job is waiting); the put has already cleared `scheduled`.
 function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   local key = Keys.job(jid)
   local fields = put and put.fields or {}
@@ -49,7 +49,9 @@ function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   if scheduled ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'scheduled', scheduled
   end
-  if put ~= nil and put.history ~= nil then
+  -- A new job put straight into waiting has its put entry implied by its
+  -- `time` (job.lua, History); others keep it short here.
+  if put ~= nil and put.history ~= nil and not (state == 'waiting' and put.implied) then
     fields[#fields + 1], fields[#fields + 2] = 'history', put.history
   end
   redis.call('hmset', key, unpack(fields))
@@ -151,18 +153,23 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
 
   local key = Keys.job(jid)
   -- The queue counts the data's bytes (Lua's # counts bytes) until the job
-  -- leaves it, which gives back exactly this (lanner_size).
+  -- leaves it, which gives back exactly this (Job.size: lanner_size, which
+  -- a new job leaves out while it is its data's length).
   local size = #data
   Limits.entered(queue, size)
   -- A new hash keeps its fields in this order, and HMGET finds those at the
   -- front soonest. A new job stores no field whose value is its default,
   -- which Job.load and Job.object give back (jid: the key's; worker: '';
   -- expires, priority: 0; tags: none; they read no other way in older
-  -- lanner versions either): fewer bytes, and
-  -- a hash small enough stays in Redis' compact encoding (listpack: at most
-  -- 128 fields of at most 64 bytes by default). A move overwrites what the
-  -- old job had.
-  local fields = { 'lanner_size', size, 'klass', klass, 'data', data }
+  -- lanner versions either), nor what it can be told from (lanner_size: the
+  -- length of data; a history implied by its time: job.lua): fewer bytes,
+  -- and a hash small enough stays in Redis' compact encoding (listpack: at
+  -- most 128 fields of at most 64 bytes by default). A move overwrites what
+  -- the old job had.
+  local fields = { 'klass', klass, 'data', data }
+  if old ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_size', size
+  end
   if old ~= nil or priority ~= 0 then
     fields[#fields + 1], fields[#fields + 2] = 'priority', priority
   end
@@ -212,7 +219,8 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   -- A new job given no dependencies has none (a job's sets go with its hash).
   local independent = old == nil and (options.depends == nil or #options.depends == 0)
   local state = Queue.enqueue(now, queue, jid, delay, false,
-    { fields = fields, priority = priority, independent = independent, history = history })
+    { fields = fields, priority = priority, independent = independent, history = history,
+      implied = options.flow == nil })
   Job.put_in_call(jid)
   if state == 'waiting' and options.flow ~= nil and string.find(options.flow, '"f":', 1, true) then
     flush_work(queue) -- FLOW's fairness may take it out of -work again
