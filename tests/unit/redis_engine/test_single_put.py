@@ -80,6 +80,35 @@ def test_a_forgotten_queue_is_listed_again_by_its_next_put(
         assert client.hget("ql:lanner:usage:q", "listed") == "1"
 
 
+def test_a_put_looks_for_waiting_workers_only_while_one_may_wait(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    def put_counting(jid: str, now: float) -> dict[str, int]:
+        with raw(redis_url) as client:
+            client.config_resetstat()
+        engine.put_many([NewJob("q", jid, "Task")], now=now)
+        return calls(redis_url)
+
+    assert "zrangebyscore" not in put_counting("a", T0)  # nobody ever waited
+    assert [job.jid for job in engine.pop("q", "w1", 1, now=T0)] == ["a"]
+    reply = engine._call("lanner.pop_wait", T0, "q", "w1", 1, 10)  # waits till T0 + 10
+    assert reply[0] == "[]"
+    with raw(redis_url) as client:
+        assert float(client.hget("ql:lanner:usage:q", "waiting")) == T0 + 10
+    assert put_counting("b", T0 + 10)["zrangebyscore"] >= 1  # (the hand-off's pop's too)
+    b = engine.get("b", now=T0 + 10)
+    assert b is not None
+    assert (b.state, b.worker) == ("running", "w1")  # handed off
+    engine._call("lanner.pop_wait", T0 + 10, "q", "w2", 1, 5)  # an earlier end: kept
+    with raw(redis_url) as client:
+        assert float(client.hget("ql:lanner:usage:q", "waiting")) == T0 + 15
+    assert "zrangebyscore" not in put_counting("c", T0 + 15.5)  # w2's wait is over
+    assert "zrangebyscore" not in put_counting("d", T0 + 16)
+    assert engine.jobs("waiting", "q", now=T0 + 16) == ["c", "d"]
+    with raw(redis_url) as client:
+        assert client.llen("ql:lanner:notify:q") == 2  # the tokens wake whoever blocks
+
+
 def test_the_wake_up_list_stays_bounded(engine: RedisEngine, redis_url: str) -> None:
     lengths = []
     with raw(redis_url) as client:

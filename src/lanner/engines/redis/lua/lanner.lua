@@ -81,6 +81,9 @@ end
 -- Pop for the workers waiting on `queue` while jobs came ready in this call,
 -- the one whose wait ends soonest first.
 local function hand_off(now, queue)
+  if not Limits.may_wait(queue, now) then
+    return
+  end
   local waiting = Keys.waiting(queue)
   while pending_tokens[queue] > 0 do
     local worker = redis.call('zrangebyscore', waiting, Num.str(now), '+inf', 'LIMIT', 0, 1)[1]
@@ -148,6 +151,7 @@ function Lanner.pop_wait(now, queue, worker, count, wait)
     forget_lapsed(now, queue)
     redis.call('zadd', Keys.waiting(queue), now + wait, worker)
     redis.call('hset', Keys.waiting_counts(queue), worker, count)
+    Limits.waits_until(queue, now + wait)
   end
   return jobs
 end

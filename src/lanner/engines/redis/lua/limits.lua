@@ -52,17 +52,42 @@ end
 
 -- The queue's counters as stored, read once per call into found[6..10], and
 -- its marks `fractional` into found[11] (see Limits.fractional) and `listed`
--- into found[12] (see Limits.listed).
+-- into found[12] (see Limits.listed), and `waiting` into found[13] (see
+-- Limits.may_wait).
 local function read_usage(queue, found)
   if found[6] == nil then
     local values = redis.call('hmget', Keys.usage(queue), 'bytes', 'total', 'expired',
-      'discarded', 'children', 'fractional', 'listed')
+      'discarded', 'children', 'fractional', 'listed', 'waiting')
     for field = 1, 5 do
       found[field + 5] = tonumber(values[field]) or 0
     end
-    found[11], found[12] = values[6] ~= false, values[7] ~= false
+    found[11], found[12], found[13] = values[6] ~= false, values[7] ~= false, tonumber(values[8])
   end
   return found
+end
+
+-- Whether a worker may be registered in ql:lanner:waiting:<queue> to wait
+-- till `now` or later, as far as this call knows without asking: the field
+-- `waiting` of the usage hash is the latest end of any registration made
+-- (lanner.pop_wait raises it; nothing lowers it), so when it is earlier, or
+-- missing, nobody is (a put reads the hash anyway: its hand-off then asks
+-- nothing). Registrations made by an older lanner do not raise it: their
+-- workers are woken by the wake-up token instead of handed their jobs.
+function Limits.may_wait(queue, now)
+  local found = usage and usage[queue]
+  if found == nil or found[6] == nil then
+    return true
+  end
+  return found[13] ~= nil and found[13] >= now
+end
+
+-- A worker registered to wait on the queue till `till`.
+function Limits.waits_until(queue, till)
+  local found = read_usage(queue, changes(queue))
+  if found[13] == nil or found[13] < till then
+    redis.call('hset', Keys.usage(queue), 'waiting', Num.str(till))
+    found[13] = till
+  end
 end
 
 -- A counter as this call leaves it (the hash is read once per call).
