@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 
+from lanner import NewJob
 from lanner.engines.redis.engine import RedisEngine
 
 from .support import T0, raw
@@ -215,3 +216,24 @@ def test_a_job_of_an_older_script_without_a_size_counts_none(
     engine.put("q", "new", "Task", '{"a":1}', now=T0)
     engine.cancel(["old"], now=T0)
     assert bytes_of(redis_url, "q") == 7
+
+
+# -- the order of jobs ready at the same moment -------------------------------------------
+
+
+def test_each_queue_counts_its_sequence_numbers_after_the_store_s_one_counter(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    store_as_older_script(redis_url, "old", "q")  # lanner_seq 1 ...
+    with raw(redis_url) as client:
+        client.set("ql:lanner:seq", 1)  # ... from the counter older versions shared
+    engine.put_many([NewJob("q", "a", "Task"), NewJob("r", "x", "Task")], now=T0)
+    engine.put("q", "b", "Task", now=T0)
+    with raw(redis_url) as client:
+        assert [client.hget(f"ql:j:{jid}", "lanner_seq") for jid in ("a", "b", "x")] == [
+            "2", "3", "2",
+        ]  # fmt: skip
+        assert client.hget("ql:lanner:usage:q", "seq") == "3"
+        assert client.get("ql:lanner:seq") == "1"  # no command of a put's any more
+    # Ready at the same moment as the older job: behind it, in put order.
+    assert [job.jid for job in engine.pop("q", "w", 3, now=T0)] == ["old", "a", "b"]

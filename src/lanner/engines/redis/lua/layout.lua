@@ -114,10 +114,12 @@
 --                                 failure (kept until the job completes)
 --       spawned_from_jid          the recurring template that spawned it
 --       grace                     '1' once its expired lock got a grace period
---       lanner_seq                lanner: its place among jobs that became ready
---                                 at the same time and priority (from
---                                 ql:lanner:seq; given by put, retry, advance,
---                                 unfail and recurring spawns; missing = 0)
+--       lanner_seq                lanner: its place among jobs of its queue that
+--                                 became ready at the same time and priority
+--                                 (from the queue's count, `seq` of
+--                                 ql:lanner:usage:<queue>; given by put, retry,
+--                                 advance, unfail and recurring spawns;
+--                                 missing = 0)
 --       ready                     lanner: the `time` it had when last popped
 --                                 from -work (where lanner.release puts it back)
 --       scheduled                 for a job in depends put with a delay: when the
@@ -213,7 +215,10 @@
 --
 --   ql:lanner:notify:<queue>      LIST   lanner only: wake-up tokens, one per job
 --                                 that became ready (at most 512); see lanner.lua
---   ql:lanner:seq                 STRING lanner only: the last lanner_seq given
+--   ql:lanner:seq                 STRING lanner only: the last lanner_seq that
+--                                 lanner versions before per-queue counts gave
+--                                 (to every queue); a queue's count starts
+--                                 after it
 --   ql:lanner:waiting:<queue>     ZSET   lanner only: workers blocked on the queue
 --                                 (lanner.pop_wait); score = until when
 --   ql:lanner:waiting-count:<queue>
@@ -238,7 +243,8 @@
 --                                 latest `until` of a registration in
 --                                 ql:lanner:waiting:<queue>; earlier than now
 --                                 or missing: a put's hand-off looks for no
---                                 waiting worker). Its items are
+--                                 waiting worker), seq (the last lanner_seq
+--                                 given in the queue). Its items are
 --                                 the sizes of its -work,
 --                                 -scheduled, -locks and -depends
 --   ql:q:<queue>-flow             STRING lanner only (FLOW): the queue has flow jobs

@@ -20,7 +20,7 @@ function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   local fields = put and put.fields or {}
   local seq
   if not keep_seq then
-    seq = Queue.next_seq()
+    seq = Queue.next_seq(queue)
   end
   local state, scheduled
   local independent = put ~= nil and put.independent
@@ -238,10 +238,10 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   return jid
 end
 
--- Many puts in one call (lanner.put_many): each takes one sequence number, so
--- they are reserved at once; each job's order is remembered for placing the
--- next; and when none of the jobs exists yet (the usual case), one EXISTS
--- tells, instead of a look per put. `put(now, p)` does one put of the list.
+-- Many puts in one call (lanner.put_many): each job's order is remembered for
+-- placing the next; and when none of the jobs exists yet (the usual case),
+-- one EXISTS tells, instead of a look per put. `put(now, p)` does one put of
+-- the list.
 function Queue.put_many(now, puts, put)
   local keys = {}
   for index, p in ipairs(puts) do
@@ -257,7 +257,6 @@ function Queue.put_many(now, puts, put)
       fresh_jids[p.jid] = true
     end
   end
-  Queue.reserve_seqs(#puts)
   known_orders, known_tails = {}, {}
   local results = {}
   for index, p in ipairs(puts) do
