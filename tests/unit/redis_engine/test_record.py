@@ -206,6 +206,18 @@ def test_a_job_stored_without_its_size_gives_back_its_data_s_length(
     assert bytes_of(redis_url, "q") == 0
 
 
+def test_a_popped_job_stores_its_size_for_its_completion(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    engine.put_many([NewJob("q", jid, "Task", '{"a":1}') for jid in ("a", "b")], now=T0)
+    engine.pop("q", "w", 2, now=T0 + 1)
+    with raw(redis_url) as client:
+        assert client.hget("ql:j:a", "lanner_size") == "7"
+        client.hdel("ql:j:b", "lanner_size")  # as an older process pops it
+    assert engine.complete_many(["a", "b"], "w", "q", now=T0 + 2) == ["a", "b"]
+    assert bytes_of(redis_url, "q") == 0
+
+
 def test_a_job_of_an_older_script_without_a_size_counts_none(
     engine: RedisEngine, redis_url: str
 ) -> None:

@@ -12,15 +12,16 @@ local JOB_FIELDS = {
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
   'scheduled', 'lanner_size',
 }
--- What pop needs: JOB_FIELDS but the two it does not use, and the job's
+-- What pop needs: JOB_FIELDS but the one it does not use, and the job's
 -- LIMITS expiry. (Each field asked for costs time: HMGET looks for each one
 -- along a small hash, and one the hash does not have, as most have no
--- expiry, costs the whole way: pop asks for no more fields than it did
--- before LIMITS, but its history field, which spares Job.record a look.)
+-- expiry, costs the whole way: pop asks for one field more than it did
+-- before LIMITS, its history field, which spares Job.record a look, and
+-- lanner_size, which it stores for a job without one: see lock in pop.lua.)
 Job.POP_FIELDS = {
   'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires', 'retries',
   'remaining', 'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace',
-  'lanner_expires_at', 'history',
+  'lanner_expires_at', 'history', 'lanner_size',
 }
 -- JOB_FIELDS and the history field, for complete: its Job.record then needs
 -- no look of its own for a short put entry (a popped job has none left).

@@ -275,7 +275,7 @@ end
 -- What holds and Job.complete look at (state first, as Job.load wants).
 local COMPLETE_FIELDS = {
   'state', 'queue', 'worker', 'retries', 'failure', 'time', 'grace', 'lanner_size',
-  'history', 'jid', 'data',
+  'history', 'jid',
 }
 
 function Lanner.complete_many(now, worker, queue, jids, results)

@@ -48,6 +48,12 @@ local function lock(now, queue, worker, job, from_work, batch, start)
   local expires = now + Config.heartbeat(queue)
   local fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
     'remaining', job.remaining }
+  if job.lanner_size == nil and not job.jid_stored then
+    -- A new job's counted bytes (its data's length: Job.size), stored while
+    -- it runs: its completion then need not read its data.
+    job.lanner_size = #job.data
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_size', job.lanner_size
+  end
   if from_work then
     if batch then
       batch.work[#batch.work + 1] = jid
