@@ -53,6 +53,7 @@ def test_a_popped_job_keeps_its_implied_put_entry_first(
     assert [(e.what, round(e.when, 4), dict(e.details)) for e in job.history] == expected
     with raw(redis_url) as client:
         assert client.llen("ql:j:j1-history") == 2
+        assert client.hget("ql:j:j1", "history") == ""  # stored by the lock's HMSET
 
 
 def test_a_delayed_job_keeps_its_put_entry_short_in_its_hash(
@@ -86,7 +87,7 @@ def test_the_next_entry_moves_the_put_entry_into_the_list(
     assert job is not None
     assert [e.what for e in job.history] == ["put", "step-3", "step-4"]
     with raw(redis_url) as client:
-        assert client.hexists("ql:j:j1", "history") == 0
+        assert client.hget("ql:j:j1", "history") == ""  # the mark: all in the list
         assert client.llen("ql:j:j1-history") == 3
 
 
@@ -137,7 +138,7 @@ def test_entries_an_older_script_adds_come_after_the_put_entry(
     assert job is not None
     assert [e.what for e in job.history] == ["put", "older", "newer"]
     with raw(redis_url) as client:
-        assert client.hexists("ql:j:j1", "history") == 0
+        assert client.hget("ql:j:j1", "history") == ""  # the mark: all in the list
         assert client.llen("ql:j:j1-history") == 3
 
 
@@ -160,6 +161,24 @@ def test_a_waiting_job_moved_keeps_its_first_entry_in_full(engine: RedisEngine) 
         ("put", T0, {"q": "q"}),
         ("put", T0 + 1, {"q": "r"}),
     ]
+
+
+def test_a_list_begun_without_the_mark_gets_no_second_put_entry(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    # A job of the lanner before the mark: its field deleted once its list began.
+    engine.put("q", "j1", "Task", delay=5, now=T0)
+    engine.log("j1", "logged", now=T0 + 1)
+    with raw(redis_url) as client:
+        client.hdel("ql:j:j1", "history")
+    [popped] = engine.pop("q", "w", 1, now=T0 + 6)
+    assert [e.what for e in popped.history] == ["put", "logged", "popped"]
+    with raw(redis_url) as client:
+        assert client.llen("ql:j:j1-history") == 3
+        assert client.hget("ql:j:j1", "history") == ""
+    engine.retry("j1", "q", "w", now=T0 + 7)
+    [popped] = engine.pop("q", "w", 1, now=T0 + 8)
+    assert [e.what for e in popped.history] == ["put", "logged", "popped", "retried", "popped"]
 
 
 def test_an_implied_put_entry_is_lost_to_an_older_script_s_first_entry(

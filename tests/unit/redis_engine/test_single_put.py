@@ -157,6 +157,21 @@ def test_a_pop_replies_the_history_as_stored(
         engine.retry("a", "q", "w", now=T0 + 1 + turn)
 
 
+@pytest.mark.parametrize("delay", [0, 5])
+def test_a_pop_writes_a_new_job_s_history_in_one_command(
+    engine: RedisEngine, redis_url: str, delay: int
+) -> None:
+    engine.put("q", "a", "Task", delay=delay, now=T0)  # implied put entry, or short
+    with raw(redis_url) as client:
+        client.config_resetstat()
+    [popped] = engine.pop("q", "w", 1, now=T0 + 10)
+    made = calls(redis_url)
+    assert made["rpush"] == 1
+    assert "lpush" not in made
+    assert "hdel" not in made
+    assert [(e.what, e.when) for e in popped.history] == [("put", T0), ("popped", T0 + 10)]
+
+
 def test_a_completion_reads_no_history_field_of_its_own(
     engine: RedisEngine, redis_url: str
 ) -> None:

@@ -157,26 +157,32 @@ end
 -- Each entry is a JSON object {what, when, ...} in the list ql:j:<jid>-history,
 -- capped at max-job-history, always keeping the first entry (how the job came
 -- to exist) and dropping the oldest of the rest. But a new job's history, its
--- put entry alone, is not in a list:
---   * a job put straight into waiting (without FLOW) stores none: its put
---     entry is implied, {q: its queue, what: 'put', when: its `time`}, for
---     as long as it has no history list. Nothing changes its queue or its
---     `time` before its next entry (pop, a log entry, a move, a timeout)
---     creates the list, which then starts with that put entry;
---   * any other new job (delayed, depending, FLOW: their `time` changes when
---     they come due) keeps it short in its hash: the field `history` holds
---     'p' and the entry's `when` as JSON writes it, the entry's `q` being the
---     job's queue, until the next entry moves it to the head of the list.
+-- put entry alone, is not in a list; the hash's field `history` says where
+-- it is (in a hash without a `jid` field: jobs stored by older scripts have
+-- a list and no such field):
+--   * missing: the put entry is implied, {q: its queue, what: 'put', when:
+--     its `time`}: a job put straight into waiting (without FLOW). Nothing
+--     changes its queue or its `time` before its next entry (pop, a log
+--     entry, a move) starts the list with that put entry;
+--   * 'p' and the entry's `when` as JSON writes it: the put entry kept short
+--     (its `q` is the job's queue), for any other new job (delayed,
+--     depending, FLOW: its `time` changes when it comes due), until the next
+--     entry moves it to the head of the list;
+--   * '' (empty): the history is all in the list.
 -- Every change of queue follows an entry (put's move writes its own first;
 -- complete, retry and unfail act on a job that was popped or failed, and
 -- wrote that). Why: a waiting job without a list of its own is about 250
 -- bytes smaller in Redis, and a put one call cheaper; without the `history`
--- field 27 bytes more. (Not the whole history in the hash: a value over 64
--- bytes turns a hash into a real hash table, more bytes, and a conversion
--- each pop would pay for.) A process of an older lanner sharing the store
--- (an upgrade) reads such a job with an empty history, and adds its entries
--- to the list; the next entry written here puts a short one before them
--- (an implied one is lost once that process has popped the job).
+-- field 27 bytes more; and a pop writes both entries in one RPUSH, marking
+-- the field in the HMSET that locks the job. (Not the whole history in the
+-- hash: a value over 64 bytes turns a hash into a real hash table, more
+-- bytes, and a conversion each pop would pay for.) A process of an older
+-- lanner sharing the store (an upgrade) reads such a job with an empty
+-- history, and adds its entries to the list; the next entry written here
+-- puts a short one before them (an implied one is lost once that process
+-- has written the first entry). A job of a lanner that deleted the field
+-- once its list began (no mark) is taken for one with an implied entry by
+-- its next pop here, which finds the list and takes that entry back out.
 local PUT_MARK = 112 -- string.byte('p') (no library call at a function library's load)
 
 -- The short form of a put entry, stored by put.lua with a new job's hash.
@@ -205,25 +211,24 @@ local function expand(text, queue)
   return full_entry(string.sub(text, 2), queue)
 end
 
--- The implied put entry of a job without a history list or field, from its
--- `time` and queue as stored (text or number; nil without a time).
-local function implied(time, queue)
-  time = tonumber(time)
-  if time == nil then
-    return nil
-  end
-  return full_entry(cjson.encode(time), queue)
-end
-
--- The put entry kept in the hash (short, in full), or nil; and, without a
--- short one, the implied entry, which is the job's if it has no list.
-local function short_entry(jid)
-  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue', 'time')
-  local short = expand(found[1], found[2])
-  if short ~= nil then
+-- From a job's `history` field, `jid` field (true if stored), `time` and
+-- queue: its short put entry in full, or nil; and, without one, its implied
+-- put entry, or nil.
+local function put_entries(history, jid_stored, time, queue)
+  local short = expand(history, queue)
+  if short ~= nil or history or jid_stored then
     return short, nil
   end
-  return nil, implied(found[3], found[2])
+  time = tonumber(time)
+  if time == nil then
+    return nil, nil
+  end
+  return nil, full_entry(cjson.encode(time), queue)
+end
+
+local function short_entry(jid)
+  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue', 'time', 'jid')
+  return put_entries(found[1], found[4], found[3], found[2])
 end
 
 -- The history lists this call wrote whole (jid -> their entries' texts):
@@ -246,11 +251,12 @@ end
 function Job.unshorten_history(jid)
   Job.forget_history(jid)
   local entry, implicit = short_entry(jid)
+  if entry == nil and implicit ~= nil and redis.call('exists', Keys.history(jid)) == 0 then
+    entry = implicit
+  end
   if entry ~= nil then
     redis.call('lpush', Keys.history(jid), entry)
-    redis.call('hdel', Keys.job(jid), 'history')
-  elseif implicit ~= nil and redis.call('exists', Keys.history(jid)) == 0 then
-    redis.call('lpush', Keys.history(jid), implicit)
+    redis.call('hset', Keys.job(jid), 'history', '')
   end
 end
 
@@ -261,48 +267,59 @@ function Job.entry(now, what, extra)
   return cjson.encode(entry)
 end
 
--- `loaded`: the job as loaded in this call with its `history` field, its
--- time and queue (as pop and complete_many load it), which spares looking
--- for a short entry.
+-- A marker for an entry about to be removed (no entry is JSON like it).
+local DROPPED = 'lanner:dropped'
+
+-- `loaded`: the job as loaded in this call with its `history`, `jid`, `time`
+-- and `queue` fields (as pop and complete load it), which spares looking
+-- for a put entry; with `history_marked` set when the caller stores the
+-- mark ('') in the field itself (pop's lock).
 function Job.record(now, jid, what, extra, loaded)
   local key = Keys.history(jid)
   local line = Job.entry(now, what, extra)
   local short, implicit
   if loaded ~= nil and loaded.history_loaded then
-    short = expand(loaded.history, loaded.queue)
-    if short == nil then
-      implicit = implied(loaded.time, loaded.queue)
-    end
+    short, implicit = put_entries(loaded.history, loaded.jid_stored, loaded.time, loaded.queue)
   else
     short, implicit = short_entry(jid)
   end
+  local marked = loaded ~= nil and loaded.history_marked
   local length
   local known = written_history and written_history[jid]
   Job.forget_history(jid)
-  if short == nil then
-    length = redis.call('rpush', key, line)
-    if length == 1 and implicit ~= nil then
-      -- The list was new: the job's put entry was implied, and goes first.
-      length = redis.call('lpush', key, implicit)
-      written_history = written_history or {}
-      written_history[jid] = { implicit, line }
-    elseif known ~= nil and length == #known + 1 then
-      known[length] = line
-      written_history[jid] = known
-    end
-  else
+  local first = short or (marked and implicit)
+  if first then
     -- Mostly the list is empty: one RPUSH writes both entries in order.
-    length = redis.call('rpush', key, short, line)
-    redis.call('hdel', Keys.job(jid), 'history')
+    length = redis.call('rpush', key, first, line)
+    if not marked then
+      redis.call('hset', Keys.job(jid), 'history', '')
+    end
     if length == 2 then
       written_history = written_history or {}
-      written_history[jid] = { short, line }
-    elseif length > 2 then
+      written_history[jid] = { first, line }
+    elseif short == nil then
+      -- The list was there (no mark): the entry was not implied after all.
+      redis.call('lset', key, -2, DROPPED)
+      redis.call('lrem', key, -1, DROPPED)
+      length = length - 1
+    else
       -- An older process added entries: the put entry goes before them.
       local entries = redis.call('lrange', key, 0, -1)
       table.insert(entries, 1, table.remove(entries, length - 1))
       redis.call('del', key)
       call_spread('rpush', key, entries, 1000)
+    end
+  else
+    length = redis.call('rpush', key, line)
+    if length == 1 and implicit ~= nil then
+      -- The list was new: the job's put entry was implied, and goes first.
+      length = redis.call('lpush', key, implicit)
+      redis.call('hset', Keys.job(jid), 'history', '')
+      written_history = written_history or {}
+      written_history[jid] = { implicit, line }
+    elseif known ~= nil and length == #known + 1 then
+      known[length] = line
+      written_history[jid] = known
     end
   end
   local limit = math.max(1, Config.number('max-job-history', 100))

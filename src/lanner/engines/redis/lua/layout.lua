@@ -140,15 +140,18 @@
 --                                 instead of popped while waiting (put's
 --                                 expires_at, capped by <queue>-max-age)
 --       lanner_flow               lanner (FLOW): the job's flow, put's option
---       history                   a new job's history, its put entry alone,
---                                 short: 'p<when>' (q: the job's queue);
---                                 moved to the head of -history by the next
---                                 entry (job.lua). Missing too, and no
---                                 -history list: the put entry is implied,
---                                 {q: queue, what: put, when: time} (a job
---                                 put straight into waiting, without flow:
---                                 nothing changes its time or queue before
---                                 its next entry starts the list with it)
+--       history                   where a job's history is (job.lua, History;
+--                                 a hash with a `jid` field has none: all in
+--                                 -history). 'p<when>': its put entry alone,
+--                                 short (q: the job's queue), moved to the
+--                                 head of -history by the next entry; ''
+--                                 (written by that entry, or by the pop's
+--                                 lock): all in -history; missing: no list,
+--                                 the put entry implied, {q: queue, what:
+--                                 put, when: time} (a job put straight into
+--                                 waiting, without flow: nothing changes its
+--                                 time or queue before its next entry starts
+--                                 the list with it)
 --   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
 --                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at

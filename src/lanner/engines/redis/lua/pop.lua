@@ -48,11 +48,18 @@ local function lock(now, queue, worker, job, from_work, batch, start)
   local expires = now + Config.heartbeat(queue)
   local fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
     'remaining', job.remaining }
-  if job.lanner_size == nil and not job.jid_stored then
-    -- A new job's counted bytes (its data's length: Job.size), stored while
-    -- it runs: its completion then need not read its data.
-    job.lanner_size = #job.data
-    fields[#fields + 1], fields[#fields + 2] = 'lanner_size', job.lanner_size
+  if not job.jid_stored then
+    if job.lanner_size == nil then
+      -- A new job's counted bytes (its data's length: Job.size), stored while
+      -- it runs: its completion then need not read its data.
+      job.lanner_size = #job.data
+      fields[#fields + 1], fields[#fields + 2] = 'lanner_size', job.lanner_size
+    end
+    if job.history_loaded and job.history ~= '' then
+      -- Its history is all in the list from this pop's entry on (Job.record).
+      fields[#fields + 1], fields[#fields + 2] = 'history', ''
+      job.history_marked = true
+    end
   end
   if from_work then
     if batch then
