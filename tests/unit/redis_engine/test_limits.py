@@ -366,9 +366,16 @@ def test_the_keys(engine: RedisEngine, redis_url: str) -> None:
             "total": "1",
             "children": "1",
             "listed": "1",
+            "seq": "1",
         }
-        assert client.hgetall("ql:lanner:usage:p+c") == {"bytes": "4", "total": "1"}
-        assert client.hmget("ql:j:j+c", "lanner_size", "lanner_expires_at") == ["4", "1009"]
+        assert client.hgetall("ql:lanner:usage:p+c") == {
+            "bytes": "4",
+            "total": "1",
+            "listed": "1",
+            "seq": "1",
+        }
+        # The copy counts its data's length (stored without lanner_size: job.lua, Job.size).
+        assert client.hmget("ql:j:j+c", "lanner_size", "lanner_expires_at") == [None, "1009"]
     engine.queue_forget(["p+c"], now=T0)
     with raw(redis_url) as client:
         assert not client.exists("ql:lanner:children:p")

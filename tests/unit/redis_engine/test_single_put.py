@@ -80,6 +80,35 @@ def test_a_forgotten_queue_is_listed_again_by_its_next_put(
         assert client.hget("ql:lanner:usage:q", "listed") == "1"
 
 
+def test_a_put_looks_for_waiting_workers_only_while_one_may_wait(
+    engine: RedisEngine, redis_url: str
+) -> None:
+    def put_counting(jid: str, now: float) -> dict[str, int]:
+        with raw(redis_url) as client:
+            client.config_resetstat()
+        engine.put_many([NewJob("q", jid, "Task")], now=now)
+        return calls(redis_url)
+
+    assert "zrangebyscore" not in put_counting("a", T0)  # nobody ever waited
+    assert [job.jid for job in engine.pop("q", "w1", 1, now=T0)] == ["a"]
+    reply = engine._call("lanner.pop_wait", T0, "q", "w1", 1, 10)  # waits till T0 + 10
+    assert reply[0] == "[]"
+    with raw(redis_url) as client:
+        assert float(client.hget("ql:lanner:usage:q", "waiting")) == T0 + 10
+    assert put_counting("b", T0 + 10)["zrangebyscore"] >= 1  # (the hand-off's pop's too)
+    b = engine.get("b", now=T0 + 10)
+    assert b is not None
+    assert (b.state, b.worker) == ("running", "w1")  # handed off
+    engine._call("lanner.pop_wait", T0 + 10, "q", "w2", 1, 5)  # an earlier end: kept
+    with raw(redis_url) as client:
+        assert float(client.hget("ql:lanner:usage:q", "waiting")) == T0 + 15
+    assert "zrangebyscore" not in put_counting("c", T0 + 15.5)  # w2's wait is over
+    assert "zrangebyscore" not in put_counting("d", T0 + 16)
+    assert engine.jobs("waiting", "q", now=T0 + 16) == ["c", "d"]
+    with raw(redis_url) as client:
+        assert client.llen("ql:lanner:notify:q") == 2  # the tokens wake whoever blocks
+
+
 def test_the_wake_up_list_stays_bounded(engine: RedisEngine, redis_url: str) -> None:
     lengths = []
     with raw(redis_url) as client:
@@ -126,6 +155,21 @@ def test_a_pop_replies_the_history_as_stored(
         assert popped.history == stored.history
         assert len(stored.history) == min(limit or 100, 2 + 2 * turn)
         engine.retry("a", "q", "w", now=T0 + 1 + turn)
+
+
+@pytest.mark.parametrize("delay", [0, 5])
+def test_a_pop_writes_a_new_job_s_history_in_one_command(
+    engine: RedisEngine, redis_url: str, delay: int
+) -> None:
+    engine.put("q", "a", "Task", delay=delay, now=T0)  # implied put entry, or short
+    with raw(redis_url) as client:
+        client.config_resetstat()
+    [popped] = engine.pop("q", "w", 1, now=T0 + 10)
+    made = calls(redis_url)
+    assert made["rpush"] == 1
+    assert "lpush" not in made
+    assert "hdel" not in made
+    assert [(e.what, e.when) for e in popped.history] == [("put", T0), ("popped", T0 + 10)]
 
 
 def test_a_completion_reads_no_history_field_of_its_own(

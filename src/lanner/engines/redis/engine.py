@@ -7,9 +7,12 @@ tags, workers, statistics, `ql:config`, and lanner's wake-up and hand-off lists
 `ql:lanner:notify:<queue>`, `ql:lanner:handoff:<queue>:<worker>`. LIMITS and FANOUT add
 `ql:lanner:usage:<queue>` (a hash of the bytes of data the queue's live jobs brought in,
 how many jobs entered it, expired and were discarded, and how many children it has; and
-two marks that spare a put reads: `listed` in `ql:queues`, `fractional` priorities placed),
+marks that spare a put reads: `listed` in `ql:queues`, `fractional` priorities placed,
+`waiting`, the latest end of a blocked worker's registration; and the queue's count of
+sequence numbers, `seq`),
 `ql:lanner:children:<parent>` (the set of a fanout parent's children), and per job its
-counted size and expiry (`lanner_size`, `lanner_expires_at`); a queue's items are the
+counted size (`lanner_size`, left out while it is the data's length) and expiry
+(`lanner_expires_at`); a queue's items are the
 sizes of its zsets. Bounds are settings in `ql:config`. The header of the core
 (`lua/layout.lua`, printed by `lanner redis-script`) documents every key, command, reply
 and error.

@@ -147,7 +147,7 @@ local function next_turn(now, queue, key)
     local found = redis.call('hmget', Keys.job(jid), 'state', 'queue')
     if found[1] == 'waiting' and found[2] == queue then
       redis.call('hset', Keys.job(jid), 'time', now)
-      Queue.take_seq(jid)
+      Queue.take_seq(queue, jid)
       Queue.place(queue, jid)
       redis.call('hset', fair, key, jid)
       Flow.placed = Flow.placed + 1

@@ -80,6 +80,8 @@ function Job.load(jid, fields)
     local field, value = fields[index], values[index]
     if field == 'history' then
       job.history_loaded = true -- (Job.record: its value, or none, is known)
+    elseif field == 'jid' then
+      job.jid_stored = value ~= false -- (Job.size: a record of an older script)
     end
     if value == false then
       value = nil
@@ -93,6 +95,27 @@ function Job.load(jid, fields)
   job.queue = job.queue or ''
   job.priority = job.priority or 0
   return job, values
+end
+
+-- The bytes of data the queue of a live job counts for it (Limits): its
+-- lanner_size; a job stored without one counts its data's length if put by
+-- this script (which stores no `jid` field), else none (a record of qless or
+-- of a lanner from before byte counts). From the fields as loaded (given
+-- lanner_size, jid and data; or, as `size`, `jid_field` and `data`, the raw
+-- HMGET values, false when missing: then data may be left unread).
+function Job.size(job)
+  return Job.counted(job.jid, job.lanner_size, job.jid_stored, job.data)
+end
+
+function Job.counted(jid, size, jid_field, data)
+  if size then
+    return tonumber(size)
+  elseif jid_field then
+    return 0
+  elseif data then
+    return #data
+  end
+  return redis.call('hstrlen', Keys.job(jid), 'data')
 end
 
 function Job.require(jid, fields)
@@ -124,18 +147,32 @@ end
 -- Each entry is a JSON object {what, when, ...} in the list ql:j:<jid>-history,
 -- capped at max-job-history, always keeping the first entry (how the job came
 -- to exist) and dropping the oldest of the rest. But a new job's history, its
--- put entry alone, is kept short in its hash: the field `history` holds 'p'
--- and the entry's `when` as JSON writes it, the entry's `q` being the job's
--- queue. The next entry moves it to the head of the list, before the job can
--- change queues: every change of queue follows an entry (put's move writes
--- its own first; complete, retry and unfail act on a job that was popped or
--- failed, and wrote that). Why: a waiting job without a list of its own is
--- about 250 bytes smaller in Redis, and a put one call cheaper. (Not the
--- whole history in the hash: a value over 64 bytes turns a hash into a real
--- hash table, more bytes, and a conversion each pop would pay for.) A
--- process of an older lanner sharing the store (an upgrade) reads such a job
--- with an empty history, and adds its entries to the list; the next entry
--- written here puts the short one before them.
+-- put entry alone, is not in a list; the hash's field `history` says where
+-- it is (in a hash without a `jid` field: jobs stored by older scripts have
+-- a list and no such field):
+--   * missing: the put entry is implied, {q: its queue, what: 'put', when:
+--     its `time`}: a job put straight into waiting (without FLOW). Nothing
+--     changes its queue or its `time` before its next entry (pop, a log
+--     entry, a move) starts the list with that put entry;
+--   * 'p' and the entry's `when` as JSON writes it: the put entry kept short
+--     (its `q` is the job's queue), for any other new job (delayed,
+--     depending, FLOW: its `time` changes when it comes due), until the next
+--     entry moves it to the head of the list;
+--   * '' (empty): the history is all in the list.
+-- Every change of queue follows an entry (put's move writes its own first;
+-- complete, retry and unfail act on a job that was popped or failed, and
+-- wrote that). Why: a waiting job without a list of its own is about 250
+-- bytes smaller in Redis, and a put one call cheaper; without the `history`
+-- field 27 bytes more; and a pop writes both entries in one RPUSH, marking
+-- the field in the HMSET that locks the job. (Not the whole history in the
+-- hash: a value over 64 bytes turns a hash into a real hash table, more
+-- bytes, and a conversion each pop would pay for.) A process of an older
+-- lanner sharing the store (an upgrade) reads such a job with an empty
+-- history, and adds its entries to the list; the next entry written here
+-- puts a short one before them (an implied one is lost once that process
+-- has written the first entry). A job of a lanner that deleted the field
+-- once its list began (no mark) is taken for one with an implied entry by
+-- its next pop here, which finds the list and takes that entry back out.
 local PUT_MARK = 112 -- string.byte('p') (no library call at a function library's load)
 
 -- The short form of a put entry, stored by put.lua with a new job's hash.
@@ -156,11 +193,8 @@ function Job.put_entry(now)
   return put_entry.text
 end
 
--- A put entry in full from its short form `text` (nil if it is none).
-local function expand(text, queue)
-  if not text or string.byte(text, 1) ~= PUT_MARK then
-    return nil
-  end
+-- A put entry in full from its `when` as JSON writes it and its queue.
+local function full_entry(when, queue)
   queue = queue or ''
   put_heads = put_heads or {}
   local head = put_heads[queue]
@@ -168,13 +202,35 @@ local function expand(text, queue)
     head = '{"q":' .. cjson.encode(queue) .. ',"what":"put","when":'
     put_heads[queue] = head
   end
-  return head .. string.sub(text, 2) .. '}'
+  return head .. when .. '}'
 end
 
--- The put entry kept in the hash, in full, or nil.
+-- A put entry in full from its short form `text` (nil if it is none).
+local function expand(text, queue)
+  if not text or string.byte(text, 1) ~= PUT_MARK then
+    return nil
+  end
+  return full_entry(string.sub(text, 2), queue)
+end
+
+-- From a job's `history` field, `jid` field (true if stored), `time` and
+-- queue: its short put entry in full, or nil; and, without one, its implied
+-- put entry, or nil.
+local function put_entries(history, jid_stored, time, queue)
+  local short = expand(history, queue)
+  if short ~= nil or history or jid_stored then
+    return short, nil
+  end
+  time = tonumber(time)
+  if time == nil then
+    return nil, nil
+  end
+  return nil, full_entry(cjson.encode(time), queue)
+end
+
 local function short_entry(jid)
-  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue')
-  return expand(found[1], found[2])
+  local found = redis.call('hmget', Keys.job(jid), 'history', 'queue', 'time', 'jid')
+  return put_entries(found[1], found[4], found[3], found[2])
 end
 
 -- The history lists this call wrote whole (jid -> their entries' texts):
@@ -192,14 +248,17 @@ function Job.forget_history(jid)
   end
 end
 
--- Move a short put entry to the head of the list (before anything else is
--- written to it).
+-- Move a short or implied put entry to the head of the list (before anything
+-- else is written to it).
 function Job.unshorten_history(jid)
   Job.forget_history(jid)
-  local entry = short_entry(jid)
+  local entry, implicit = short_entry(jid)
+  if entry == nil and implicit ~= nil and redis.call('exists', Keys.history(jid)) == 0 then
+    entry = implicit
+  end
   if entry ~= nil then
     redis.call('lpush', Keys.history(jid), entry)
-    redis.call('hdel', Keys.job(jid), 'history')
+    redis.call('hset', Keys.job(jid), 'history', '')
   end
 end
 
@@ -210,41 +269,61 @@ function Job.entry(now, what, extra)
   return cjson.encode(entry)
 end
 
--- `loaded`: the job as loaded in this call with its `history` field (as pop
--- and complete_many load it), which spares looking for a short entry.
+-- A marker for an entry about to be removed (no entry is JSON like it).
+local DROPPED = 'lanner:dropped'
+
+-- `loaded`: the job as loaded in this call with its `history`, `jid`, `time`
+-- and `queue` fields (as pop and complete load it), which spares looking
+-- for a put entry; with `history_marked` set when the caller stores the
+-- mark ('') in the field itself (pop's lock).
 -- `line`: the entry as Job.entry(now, what, extra) encodes it, when the caller
 -- has it (a batch's jobs get the same entry: it is encoded once per call).
 function Job.record(now, jid, what, extra, loaded, line)
   local key = Keys.history(jid)
   line = line or Job.entry(now, what, extra)
-  local short
+  local short, implicit
   if loaded ~= nil and loaded.history_loaded then
-    short = expand(loaded.history, loaded.queue)
+    short, implicit = put_entries(loaded.history, loaded.jid_stored, loaded.time, loaded.queue)
   else
-    short = short_entry(jid)
+    short, implicit = short_entry(jid)
   end
+  local marked = loaded ~= nil and loaded.history_marked
   local length
   local known = written_history and written_history[jid]
   Job.forget_history(jid)
-  if short == nil then
-    length = redis.call('rpush', key, line)
-    if known ~= nil and length == #known + 1 then
-      known[length] = line
-      written_history[jid] = known
-    end
-  else
+  local first = short or (marked and implicit)
+  if first then
     -- Mostly the list is empty: one RPUSH writes both entries in order.
-    length = redis.call('rpush', key, short, line)
-    redis.call('hdel', Keys.job(jid), 'history')
+    length = redis.call('rpush', key, first, line)
+    if not marked then
+      redis.call('hset', Keys.job(jid), 'history', '')
+    end
     if length == 2 then
       written_history = written_history or {}
-      written_history[jid] = { short, line }
-    elseif length > 2 then
+      written_history[jid] = { first, line }
+    elseif short == nil then
+      -- The list was there (no mark): the entry was not implied after all.
+      redis.call('lset', key, -2, DROPPED)
+      redis.call('lrem', key, -1, DROPPED)
+      length = length - 1
+    else
       -- An older process added entries: the put entry goes before them.
       local entries = redis.call('lrange', key, 0, -1)
       table.insert(entries, 1, table.remove(entries, length - 1))
       redis.call('del', key)
       call_spread('rpush', key, entries, 1000)
+    end
+  else
+    length = redis.call('rpush', key, line)
+    if length == 1 and implicit ~= nil then
+      -- The list was new: the job's put entry was implied, and goes first.
+      length = redis.call('lpush', key, implicit)
+      redis.call('hset', Keys.job(jid), 'history', '')
+      written_history = written_history or {}
+      written_history[jid] = { implicit, line }
+    elseif known ~= nil and length == #known + 1 then
+      known[length] = line
+      written_history[jid] = known
     end
   end
   history_limit = history_limit or math.max(1, Config.number('max-job-history', 100))
@@ -268,10 +347,8 @@ function Job.history_lines(jid)
   end
   local entries = redis.call('lrange', Keys.history(jid), 0, -1)
   if #entries == 0 then
-    local entry = short_entry(jid)
-    if entry ~= nil then
-      entries[1] = entry
-    end
+    local entry, implicit = short_entry(jid)
+    entries[1] = entry or implicit
   end
   return entries
 end
@@ -376,7 +453,7 @@ function Job.unplace(now, job)
       redis.call('zrem', Keys.queue(job.queue, kind), jid)
     end
     if LIVE[job.state] then
-      Limits.left(job.queue, job.lanner_size)
+      Limits.left(job.queue, Job.size(job))
     end
   end
   Worker.release(job.worker, jid)
@@ -405,7 +482,7 @@ end
 function Job.mark_failed(now, job, group, message, failure_worker, history_worker)
   local jid = job.jid
   redis.call('zrem', Keys.queue(job.queue, 'locks'), jid)
-  Limits.left(job.queue, job.lanner_size)
+  Limits.left(job.queue, Job.size(job))
   Worker.release(job.worker, jid)
   Lanner.lock_released(job.queue)
   Job.record(now, jid, 'failed', { group = group, worker = history_worker })
@@ -435,11 +512,11 @@ function Job.fail_dependents(now, jid, group, message)
     local parent = table.remove(pending)
     for _, dependent in ipairs(redis.call('smembers', Keys.dependents(parent))) do
       local key = Keys.job(dependent)
-      local state, tags, queue, size = unpack(redis.call('hmget', key,
-        'state', 'tags', 'queue', 'lanner_size'))
+      local state, tags, queue, size, stored_jid = unpack(redis.call('hmget', key,
+        'state', 'tags', 'queue', 'lanner_size', 'jid'))
       if state == 'depends' and string.find(tags or '', CASCADE_TAG_JSON, 1, true) then
         redis.call('zrem', Keys.queue(queue, 'depends'), dependent)
-        Limits.left(queue, tonumber(size))
+        Limits.left(queue, Job.counted(dependent, size, stored_jid))
         Job.record(now, dependent, 'failed', { group = DEPENDENCY_FAILED })
         redis.call('hmset', key, 'state', 'failed', 'failure', cjson.encode({
           group = DEPENDENCY_FAILED, message = why, when = now, worker = '',

@@ -25,7 +25,12 @@ function Job.renew(now, job, worker, data, renewed)
   local key, jid = Keys.job(job.jid), job.jid
   local expires = now + Config.heartbeat(job.queue)
   if data ~= nil then
-    redis.call('hset', key, 'data', data)
+    if job.lanner_size == nil and not job.jid_stored then
+      -- Its queue goes on counting the data it came in with.
+      redis.call('hset', key, 'data', data, 'lanner_size', Job.size(job))
+    else
+      redis.call('hset', key, 'data', data)
+    end
   end
   -- A renewed lock starts afresh: the next expiry gets its own grace period.
   redis.call('hset', key, 'expires', expires)
@@ -70,7 +75,7 @@ function Job.complete(now, jid, worker, queue, data, options, loaded, released, 
     Worker.release(worker, jid)
   end
   Lanner.lock_released(queue)
-  Limits.left(queue, job.lanner_size)
+  Limits.left(queue, Job.size(job))
   if job.time ~= nil then
     Stats.record('run', queue, now, now - job.time)
   end

@@ -81,6 +81,9 @@ end
 -- Pop for the workers waiting on `queue` while jobs came ready in this call,
 -- the one whose wait ends soonest first.
 local function hand_off(now, queue)
+  if not Limits.may_wait(queue, now) then
+    return
+  end
   local waiting = Keys.waiting(queue)
   while pending_tokens[queue] > 0 do
     local worker = redis.call('zrangebyscore', waiting, Num.str(now), '+inf', 'LIMIT', 0, 1)[1]
@@ -150,6 +153,7 @@ function Lanner.pop_wait(now, queue, worker, count, wait)
     forget_lapsed(now, queue)
     redis.call('zadd', Keys.waiting(queue), now + wait, worker)
     redis.call('hset', Keys.waiting_counts(queue), worker, count)
+    Limits.waits_until(queue, now + wait)
   end
   return jobs
 end
@@ -284,7 +288,7 @@ end
 -- What holds and Job.complete look at (state first, as Job.load wants).
 local COMPLETE_FIELDS = {
   'state', 'queue', 'worker', 'retries', 'failure', 'time', 'grace', 'lanner_size',
-  'history',
+  'history', 'jid',
 }
 
 -- Job.load(jid, COMPLETE_FIELDS), made by one table constructor (a table
@@ -298,7 +302,7 @@ local function load_for_complete(jid)
     jid = jid, state = v[1], queue = v[2] or '', worker = v[3] or '', priority = 0,
     retries = tonumber(v[4]), failure = v[5] or nil, time = tonumber(v[6]),
     grace = v[7] or nil, lanner_size = tonumber(v[8]), history = v[9] or nil,
-    history_loaded = true,
+    history_loaded = true, jid_stored = v[10] ~= false,
   }
 end
 

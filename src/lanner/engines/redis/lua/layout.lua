@@ -92,9 +92,11 @@
 -- DATA LAYOUT (every key starts with ql:)
 --
 --   ql:j:<jid>                    HASH   one job. A field whose value is its
---                                 default is left out by a new job's put (so
+--                                 default, or that can be told from the
+--                                 others, is left out by a new job's put (so
 --                                 most queued jobs stay a small listpack):
---                                 jid, worker, expires, priority and tags
+--                                 jid, worker, expires, priority, tags,
+--                                 lanner_size and (waiting jobs) history
 --       jid, klass                the job's id (stored by older scripts: the
 --                                 key names it) and what code runs it
 --       data                      JSON text, stored exactly as the client sent it
@@ -112,10 +114,12 @@
 --                                 failure (kept until the job completes)
 --       spawned_from_jid          the recurring template that spawned it
 --       grace                     '1' once its expired lock got a grace period
---       lanner_seq                lanner: its place among jobs that became ready
---                                 at the same time and priority (from
---                                 ql:lanner:seq; given by put, retry, advance,
---                                 unfail and recurring spawns; missing = 0)
+--       lanner_seq                lanner: its place among jobs of its queue that
+--                                 became ready at the same time and priority
+--                                 (from the queue's count, `seq` of
+--                                 ql:lanner:usage:<queue>; given by put, retry,
+--                                 advance, unfail and recurring spawns;
+--                                 missing = 0)
 --       ready                     lanner: the `time` it had when last popped
 --                                 from -work (where lanner.release puts it back)
 --       scheduled                 for a job in depends put with a delay: when the
@@ -123,18 +127,31 @@
 --       result                    lanner: JSON text its task returned, kept by a
 --                                 completed job (complete's `result` option)
 --       lanner_size               lanner: the bytes of data its queue counts for
---                                 it (ql:lanner:usage:<queue>), set when it
---                                 entered the queue (put, advance, unfail,
---                                 spawn) and given back when it leaves; missing
---                                 (a job stored by an older script) = 0
+--                                 it (ql:lanner:usage:<queue>), counted when
+--                                 it entered the queue (put, advance, unfail,
+--                                 spawn) and given back when it leaves.
+--                                 Missing: the length of data (HSTRLEN) in a
+--                                 hash without a `jid` field (a new job's put
+--                                 stores neither; a heartbeat that changes
+--                                 the data stores it first), else 0 (a job
+--                                 stored by qless, or by a lanner from before
+--                                 byte counts)
 --       lanner_expires_at         lanner: the time from which it is dropped
 --                                 instead of popped while waiting (put's
 --                                 expires_at, capped by <queue>-max-age)
 --       lanner_flow               lanner (FLOW): the job's flow, put's option
---       history                   a new job's history, its put entry alone,
---                                 short: 'p<when>' (q: the job's queue);
---                                 moved to the head of -history by the next
---                                 entry (job.lua)
+--       history                   where a job's history is (job.lua, History;
+--                                 a hash with a `jid` field has none: all in
+--                                 -history). 'p<when>': its put entry alone,
+--                                 short (q: the job's queue), moved to the
+--                                 head of -history by the next entry; ''
+--                                 (written by that entry, or by the pop's
+--                                 lock): all in -history; missing: no list,
+--                                 the put entry implied, {q: queue, what:
+--                                 put, when: time} (a job put straight into
+--                                 waiting, without flow: nothing changes its
+--                                 time or queue before its next entry starts
+--                                 the list with it)
 --   ql:j:<jid>-history            LIST   JSON objects {what, when, ...}: put {q},
 --                                 popped {worker}, done, failed {group[, worker]},
 --                                 timed-out, and custom log entries; capped at
@@ -201,7 +218,10 @@
 --
 --   ql:lanner:notify:<queue>      LIST   lanner only: wake-up tokens, one per job
 --                                 that became ready (at most 512); see lanner.lua
---   ql:lanner:seq                 STRING lanner only: the last lanner_seq given
+--   ql:lanner:seq                 STRING lanner only: the last lanner_seq that
+--                                 lanner versions before per-queue counts gave
+--                                 (to every queue); a queue's count starts
+--                                 after it
 --   ql:lanner:waiting:<queue>     ZSET   lanner only: workers blocked on the queue
 --                                 (lanner.pop_wait); score = until when
 --   ql:lanner:waiting-count:<queue>
@@ -222,7 +242,12 @@
 --                                 <queue>), fractional (1 once a job of a
 --                                 fractional priority was placed in -work:
 --                                 Queue.place), listed (1 while the queue is
---                                 in ql:queues: Queue.remember). Its items are
+--                                 in ql:queues: Queue.remember), waiting (the
+--                                 latest `until` of a registration in
+--                                 ql:lanner:waiting:<queue>; earlier than now
+--                                 or missing: a put's hand-off looks for no
+--                                 waiting worker), seq (the last lanner_seq
+--                                 given in the queue). Its items are
 --                                 the sizes of its -work,
 --                                 -scheduled, -locks and -depends
 --   ql:q:<queue>-flow             STRING lanner only (FLOW): the queue has flow jobs

@@ -52,17 +52,58 @@ end
 
 -- The queue's counters as stored, read once per call into found[6..10], and
 -- its marks `fractional` into found[11] (see Limits.fractional) and `listed`
--- into found[12] (see Limits.listed).
+-- into found[12] (see Limits.listed), `waiting` into found[13] (see
+-- Limits.may_wait) and `seq` into found[14] (see Limits.next_seq; found[15]
+-- is the last one this call gave).
 local function read_usage(queue, found)
   if found[6] == nil then
     local values = redis.call('hmget', Keys.usage(queue), 'bytes', 'total', 'expired',
-      'discarded', 'children', 'fractional', 'listed')
+      'discarded', 'children', 'fractional', 'listed', 'waiting', 'seq')
     for field = 1, 5 do
       found[field + 5] = tonumber(values[field]) or 0
     end
-    found[11], found[12] = values[6] ~= false, values[7] ~= false
+    found[11], found[12], found[13] = values[6] ~= false, values[7] ~= false, tonumber(values[8])
+    found[14] = tonumber(values[9])
   end
   return found
+end
+
+-- The queue's next sequence number (Queue.next_seq), written back with its
+-- counters when the command ends. A queue without a count of its own yet
+-- starts after the last number of the store's one counter, ql:lanner:seq,
+-- which lanner versions before per-queue counts gave to every job.
+function Limits.next_seq(queue)
+  local found = read_usage(queue, changes(queue))
+  local last = found[15] or found[14]
+  if last == nil then
+    last = tonumber(redis.call('get', Keys.seq)) or 0
+  end
+  found[15] = last + 1
+  return last + 1
+end
+
+-- Whether a worker may be registered in ql:lanner:waiting:<queue> to wait
+-- till `now` or later, as far as this call knows without asking: the field
+-- `waiting` of the usage hash is the latest end of any registration made
+-- (lanner.pop_wait raises it; nothing lowers it), so when it is earlier, or
+-- missing, nobody is (a put reads the hash anyway: its hand-off then asks
+-- nothing). Registrations made by an older lanner do not raise it: their
+-- workers are woken by the wake-up token instead of handed their jobs.
+function Limits.may_wait(queue, now)
+  local found = usage and usage[queue]
+  if found == nil or found[6] == nil then
+    return true
+  end
+  return found[13] ~= nil and found[13] >= now
+end
+
+-- A worker registered to wait on the queue till `till`.
+function Limits.waits_until(queue, till)
+  local found = read_usage(queue, changes(queue))
+  if found[13] == nil or found[13] < till then
+    redis.call('hset', Keys.usage(queue), 'waiting', Num.str(till))
+    found[13] = till
+  end
 end
 
 -- A counter as this call leaves it (the hash is read once per call).
@@ -152,10 +193,20 @@ function Limits.flush()
       end
     elseif found[3] == 0 and found[4] == 0 and found[5] == 0 then
       -- What a put changes (no table for the arguments).
-      if found[TOTAL] ~= 0 then
-        redis.call('hset', key, 'bytes', found[6] + found[BYTES], 'total', found[7] + found[TOTAL])
+      local seq = found[15]
+      if seq == nil then
+        if found[TOTAL] ~= 0 then
+          redis.call('hset', key, 'bytes', found[6] + found[BYTES], 'total', found[7] + found[TOTAL])
+        elseif found[BYTES] ~= 0 then
+          redis.call('hset', key, 'bytes', found[6] + found[BYTES])
+        end
+      elseif found[TOTAL] ~= 0 then
+        redis.call('hset', key, 'bytes', found[6] + found[BYTES], 'total', found[7] + found[TOTAL],
+          'seq', seq)
       elseif found[BYTES] ~= 0 then
-        redis.call('hset', key, 'bytes', found[6] + found[BYTES])
+        redis.call('hset', key, 'bytes', found[6] + found[BYTES], 'seq', seq)
+      else
+        redis.call('hset', key, 'seq', seq)
       end
     else
       local fields = {}
@@ -165,7 +216,12 @@ function Limits.flush()
             found[index + 5] + found[index]
         end
       end
-      redis.call('hset', key, unpack(fields))
+      if found[15] ~= nil then
+        fields[#fields + 1], fields[#fields + 2] = 'seq', found[15]
+      end
+      if #fields > 0 then
+        redis.call('hset', key, unpack(fields))
+      end
     end
   end
   usage = nil
@@ -379,12 +435,12 @@ local function plan(entries)
   local function job_of(jid)
     local job = jobs[jid]
     if job == nil then
-      local values = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'lanner_size')
+      local values = redis.call('hmget', Keys.job(jid), 'state', 'queue', 'lanner_size', 'jid')
       job = false
       if values[1] then
         job = {
           live = LIVE[values[1]] == true, state = values[1],
-          queue = present(values[2]) or '', size = tonumber(values[3]) or 0,
+          queue = present(values[2]) or '', size = Job.counted(jid, values[3], values[4]),
         }
       end
       jobs[jid] = job
@@ -425,8 +481,8 @@ local function plan(entries)
       if member ~= nil then
         cursor = cursor + 1
         if member ~= jid and not state.gone[member] then
-          local stored = redis.call('hget', Keys.job(member), 'lanner_size')
-          drop = { jid = member, size = tonumber(stored) or 0 }
+          local stored = redis.call('hmget', Keys.job(member), 'lanner_size', 'jid')
+          drop = { jid = member, size = Job.counted(member, stored[1], stored[2]) }
         end
       else
         local added = state.added[next_added]

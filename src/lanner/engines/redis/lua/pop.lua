@@ -53,11 +53,24 @@ local function lock(now, queue, worker, job, from_work, batch, start)
   if batch then
     expires = batch.expires
     fields = { 'state', 'running', 'worker', worker, 'expires', batch.expires_text,
-      'time', batch.now_text, nil, nil } -- (room for `ready`)
+      'time', batch.now_text, nil, nil, nil, nil, nil, nil } -- (room for 3 fields)
   else
     expires = now + Config.heartbeat(queue)
     fields = { 'state', 'running', 'worker', worker, 'expires', expires, 'time', now,
       'remaining', job.remaining }
+  end
+  if not job.jid_stored then
+    if job.lanner_size == nil then
+      -- A new job's counted bytes (its data's length: Job.size), stored while
+      -- it runs: its completion then need not read its data.
+      job.lanner_size = #job.data
+      fields[#fields + 1], fields[#fields + 2] = 'lanner_size', job.lanner_size
+    end
+    if job.history_loaded and job.history ~= '' then
+      -- Its history is all in the list from this pop's entry on (Job.record).
+      fields[#fields + 1], fields[#fields + 2] = 'history', ''
+      job.history_marked = true
+    end
   end
   if from_work then
     if batch then
@@ -304,16 +317,18 @@ end
 -- stops there leaves a wake-up token, so a worker comes back for the rest.
 local EXPIRE_BATCH = 1000
 
--- What pop reads of a job from -work: JOB_FIELDS (job.lua) but the two it
--- does not use and `jid` (the key names it), `state` first, and the job's
--- LIMITS expiry. (Each field asked for costs time: HMGET looks for each one
--- along a small hash, and one the hash does not have, as most have no
--- expiry, costs the whole way: pop asks for no more fields than it did
--- before LIMITS, but its history field, which spares Job.record a look.)
+-- What pop reads of a job from -work: JOB_FIELDS (job.lua) but the one it
+-- does not use, `state` first, and the job's LIMITS expiry. (Each field
+-- asked for costs time: HMGET looks for each one along a small hash, and one
+-- the hash does not have, as most have no expiry, costs the whole way: pop
+-- asks for one field more than it did before LIMITS, its history field,
+-- which spares Job.record a look; and `jid`, which a new job's hash lacks,
+-- only to tell an older record (Job.size, and lock's lanner_size and
+-- history mark, which such a record does not get).)
 local POP_FIELDS = {
   'state', 'klass', 'queue', 'worker', 'priority', 'expires', 'retries', 'remaining',
   'data', 'tags', 'failure', 'spawned_from_jid', 'time', 'grace', 'lanner_expires_at',
-  'history',
+  'history', 'jid', 'lanner_size',
 }
 
 -- Job.load(jid, POP_FIELDS), made by one table constructor: a table filled
@@ -330,7 +345,8 @@ local function load_for_pop(jid)
     remaining = tonumber(v[8]), data = v[9] or nil, tags = v[10] or nil,
     failure = v[11] or nil, spawned_from_jid = v[12] or nil, time = tonumber(v[13]),
     time_text = v[13] or nil, grace = v[14] or nil, lanner_expires_at = tonumber(v[15]),
-    history = v[16] or nil, history_loaded = true,
+    history = v[16] or nil, history_loaded = true, jid_stored = v[17] ~= false,
+    lanner_size = tonumber(v[18]),
   }
 end
 

@@ -13,14 +13,14 @@
 -- takes a new sequence number unless `keep_seq` (a dependency release).
 -- `put` (from Queue.put) carries the hash fields the put writes, stored in the
 -- same HMSET, the job's priority, and whether it is known to wait for nothing
--- (`independent`), and a new job's history (its put entry, stored last); the
--- put has already cleared `scheduled`.
+-- (`independent`), and a new job's history (its put entry, stored last unless
+-- `implied` and the job is waiting); the put has already cleared `scheduled`.
 function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   local key = Keys.job(jid)
   local fields = put and put.fields or {}
   local seq
   if not keep_seq then
-    seq = Queue.next_seq()
+    seq = Queue.next_seq(queue)
   end
   local state, scheduled
   local independent = put ~= nil and put.independent
@@ -49,7 +49,9 @@ function Queue.enqueue(now, queue, jid, delay, keep_seq, put)
   if scheduled ~= nil then
     fields[#fields + 1], fields[#fields + 2] = 'scheduled', scheduled
   end
-  if put ~= nil and put.history ~= nil then
+  -- A new job put straight into waiting has its put entry implied by its
+  -- `time` (job.lua, History); others keep it short here.
+  if put ~= nil and put.history ~= nil and not (state == 'waiting' and put.implied) then
     fields[#fields + 1], fields[#fields + 2] = 'history', put.history
   end
   redis.call('hmset', key, unpack(fields))
@@ -151,18 +153,23 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
 
   local key = Keys.job(jid)
   -- The queue counts the data's bytes (Lua's # counts bytes) until the job
-  -- leaves it, which gives back exactly this (lanner_size).
+  -- leaves it, which gives back exactly this (Job.size: lanner_size, which
+  -- a new job leaves out while it is its data's length).
   local size = #data
   Limits.entered(queue, size)
   -- A new hash keeps its fields in this order, and HMGET finds those at the
   -- front soonest. A new job stores no field whose value is its default,
   -- which Job.load and Job.object give back (jid: the key's; worker: '';
   -- expires, priority: 0; tags: none; they read no other way in older
-  -- lanner versions either): fewer bytes, and
-  -- a hash small enough stays in Redis' compact encoding (listpack: at most
-  -- 128 fields of at most 64 bytes by default). A move overwrites what the
-  -- old job had.
-  local fields = { 'lanner_size', size, 'klass', klass, 'data', data }
+  -- lanner versions either), nor what it can be told from (lanner_size: the
+  -- length of data; a history implied by its time: job.lua): fewer bytes,
+  -- and a hash small enough stays in Redis' compact encoding (listpack: at
+  -- most 128 fields of at most 64 bytes by default). A move overwrites what
+  -- the old job had.
+  local fields = { 'klass', klass, 'data', data }
+  if old ~= nil then
+    fields[#fields + 1], fields[#fields + 2] = 'lanner_size', size
+  end
   if old ~= nil or priority ~= 0 then
     fields[#fields + 1], fields[#fields + 2] = 'priority', priority
   end
@@ -212,7 +219,8 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   -- A new job given no dependencies has none (a job's sets go with its hash).
   local independent = old == nil and (options.depends == nil or #options.depends == 0)
   local state = Queue.enqueue(now, queue, jid, delay, false,
-    { fields = fields, priority = priority, independent = independent, history = history })
+    { fields = fields, priority = priority, independent = independent, history = history,
+      implied = options.flow == nil })
   Job.put_in_call(jid)
   if state == 'waiting' and options.flow ~= nil and string.find(options.flow, '"f":', 1, true) then
     flush_work(queue) -- FLOW's fairness may take it out of -work again
@@ -230,10 +238,10 @@ function Queue.put(now, worker, queue, jid, klass, data, delay, options, spawned
   return jid
 end
 
--- Many puts in one call (lanner.put_many): each takes one sequence number, so
--- they are reserved at once; each job's order is remembered for placing the
--- next; and when none of the jobs exists yet (the usual case), one EXISTS
--- tells, instead of a look per put. `put(now, p)` does one put of the list.
+-- Many puts in one call (lanner.put_many): each job's order is remembered for
+-- placing the next; and when none of the jobs exists yet (the usual case),
+-- one EXISTS tells, instead of a look per put. `put(now, p)` does one put of
+-- the list.
 function Queue.put_many(now, puts, put)
   local keys = {}
   for index, p in ipairs(puts) do
@@ -249,7 +257,6 @@ function Queue.put_many(now, puts, put)
       fresh_jids[p.jid] = true
     end
   end
-  Queue.reserve_seqs(#puts)
   known_orders, known_tails = {}, {}
   local results = {}
   for index, p in ipairs(puts) do

@@ -41,8 +41,8 @@ end
 -------------------------------------------------------------------------------
 -- Waiting jobs pop by priority (higher first), then by the time they became
 -- ready, then in insertion order: a sequence number (hash field lanner_seq,
--- from the counter ql:lanner:seq) that put, retry, advance, unfail and
--- recurring spawns give. A dependency release, a promotion, a release and a
+-- from the queue's counter: Queue.next_seq) that put, retry, advance, unfail
+-- and recurring spawns give. A dependency release, a promotion, a release and a
 -- priority change keep it. Jobs stored without one (by an older script) count
 -- as 0. This is the SQLite engine's order, for every caller of the script.
 --
@@ -133,33 +133,17 @@ local function order_of(jid)
   return Queue.order(jid)
 end
 
--- Sequence numbers reserved in one INCRBY (by put_many, which knows how many
--- its puts take), handed out before falling back to INCR.
-local seq_pool = {}
-per_call(function()
-  seq_pool.next, seq_pool.last = 0, -1
-end)
-
-function Queue.reserve_seqs(count)
-  if count > 0 then
-    local last = redis.call('incrby', Keys.seq, count)
-    seq_pool.next, seq_pool.last = last - count + 1, last
-  end
+-- A new sequence number in `queue`: the job goes to the back of the line of
+-- jobs ready there at the same time. Sequence numbers are only compared
+-- between jobs of one queue (a job that changes queues takes a new one), so
+-- each queue counts its own, in its usage hash, which a put reads and writes
+-- anyway (Limits.next_seq): no command of its own.
+function Queue.next_seq(queue)
+  return Limits.next_seq(queue)
 end
 
--- A new sequence number: the job goes to the back of the line of jobs ready
--- at the same time.
-function Queue.next_seq()
-  if seq_pool.next <= seq_pool.last then
-    local seq = seq_pool.next
-    seq_pool.next = seq + 1
-    return seq
-  end
-  return redis.call('incr', Keys.seq)
-end
-
-function Queue.take_seq(jid)
-  redis.call('hset', Keys.job(jid), 'lanner_seq', Queue.next_seq())
+function Queue.take_seq(queue, jid)
+  redis.call('hset', Keys.job(jid), 'lanner_seq', Queue.next_seq(queue))
 end
 
 local TINY = 2 ^ -1074
