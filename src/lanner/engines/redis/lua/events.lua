@@ -64,26 +64,24 @@ end
 -- call: a batch mostly puts into, or completes in, one queue.)
 local put_tails, completed_tails
 per_call(function()
-  put_tails, completed_tails = {}, nil
+  put_tails, completed_tails = {}, {}
 end)
 
-function Events.put(jid, queue)
-  local tail = put_tails[queue]
+local function publish_queued(tails, event, jid, queue)
+  local tail = tails[queue]
   if tail == nil then
-    tail = ',"event":"put","queue":' .. cjson.encode(queue) .. '}'
-    put_tails[queue] = tail
+    tail = ',"event":"' .. event .. '","queue":' .. cjson.encode(queue) .. '}'
+    tails[queue] = tail
   end
   publish('log', '{"jid":' .. cjson.encode(jid) .. tail)
 end
 
+function Events.put(jid, queue)
+  publish_queued(put_tails, 'put', jid, queue)
+end
+
 function Events.completed(jid, queue)
-  completed_tails = completed_tails or {}
-  local tail = completed_tails[queue]
-  if tail == nil then
-    tail = ',"event":"completed","queue":' .. cjson.encode(queue) .. '}'
-    completed_tails[queue] = tail
-  end
-  publish('log', '{"jid":' .. cjson.encode(jid) .. tail)
+  publish_queued(completed_tails, 'completed', jid, queue)
 end
 
 function Events.advanced(jid, queue, next_queue)
