@@ -181,9 +181,22 @@ class World:
             tasks_per_process=tasks_per_process, threads=threads,
         )  # fmt: skip
         GATE["loop"] = self
-        self.thread = threading.Thread(target=self.loop.run, daemon=True)
+        return self.run(self.loop)
+
+    def run(self, loop: ConcurrentLoop) -> ConcurrentLoop:
+        """Run `loop` in a thread of its own (stopped by `stop`)."""
+        self.loop = loop
+        self.thread = threading.Thread(target=loop.run, daemon=True)
         self.thread.start()
-        return self.loop
+        return loop
+
+    def completed(self, jid: str) -> lanner.Job:
+        """The job once settled, which must be completed."""
+        self.wait_until(lambda: self.settled([jid]), "the job to settle")
+        job = self.engine.get(jid)
+        assert job is not None
+        assert job.state == JobState.COMPLETE, job.failure
+        return job
 
     def held_now(self) -> int:
         assert self.loop is not None
@@ -326,15 +339,11 @@ def test_a_thread_that_cannot_start_gives_its_job_back_unspent(world: World) -> 
     released, not failed, and runs once when a thread starts."""
     handle = count_runs.delay()
     queues = [QueueConfig(QUEUE, long_poll_time_sec=0.2)]
-    world.loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"),
-                                tasks_per_process=4, threads=2)  # fmt: skip
-    world.loop._task_threads = NoThreadOnce(2, "lanner-task")
-    world.thread = threading.Thread(target=world.loop.run, daemon=True)
-    world.thread.start()
-    world.wait_until(lambda: world.settled([handle]), "the job to settle")
-    job = world.engine.get(handle)
-    assert job is not None
-    assert job.state == JobState.COMPLETE, job.failure
+    loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"),
+                          tasks_per_process=4, threads=2)  # fmt: skip
+    loop._task_threads = NoThreadOnce(2, "lanner-task")
+    world.run(loop)
+    job = world.completed(handle)
     assert [event.what for event in job.history].count("released") == 1
     assert SEEN[handle] == 1  # the queued body of its first try never ran
 
@@ -364,13 +373,9 @@ def test_completions_start_no_thread_after_a_task_ran(world: World) -> None:
     process unable to start one (a neighbour's limits) does not stop completions."""
     handle = forbid_threads.delay()
     queues = [QueueConfig(QUEUE, long_poll_time_sec=0.2)]
-    world.loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"),
-                                tasks_per_process=4, configure=False)  # fmt: skip
-    world.loop._engine_thread = ThreadsUntilForbidden(1, "lanner-engine")
-    world.loop._pop_thread = ThreadsUntilForbidden(1, "lanner-pop")
-    world.thread = threading.Thread(target=world.loop.run, daemon=True)
-    world.thread.start()
-    world.wait_until(lambda: world.settled([handle]), "the job to settle")
-    job = world.engine.get(handle)
-    assert job is not None
-    assert job.state == JobState.COMPLETE, job.failure
+    loop = ConcurrentLoop(app, queues, resolve_selector("reduced-lottery"),
+                          tasks_per_process=4, configure=False)  # fmt: skip
+    loop._engine_thread = ThreadsUntilForbidden(1, "lanner-engine")
+    loop._pop_thread = ThreadsUntilForbidden(1, "lanner-pop")
+    world.run(loop)
+    world.completed(handle)
