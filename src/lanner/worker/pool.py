@@ -69,6 +69,7 @@ from lanner.worker.recovery import orphans_of_host
 
 if TYPE_CHECKING:
     from lanner.app import App
+    from lanner.engine import Engine
 
 logger = logging.getLogger("lanner.pool")
 
@@ -164,6 +165,10 @@ class WorkerPool(ChildCare):
         self._respawn = Backoff(first=0.5)
         self._schedules_due = 0.0  # when to put the schedules' next ticks (monotonic)
         self._housekeeping_due = 0.0  # when a round woken by reports looks at the rest
+        # The pids this pool forked, until the orphans of an earlier pool are settled: a
+        # chore put off by an outage must not take this pool's own dead children (which
+        # it settles itself, knowing what each had done) for those orphans.
+        self._forked: set[int] | None = set()
 
     # -- public ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -176,7 +181,7 @@ class WorkerPool(ChildCare):
         )
         self._chores.add(
             "settling the jobs of this host's workers that died with their supervisor",
-            orphans_of_host(socket.gethostname(), process_alive, self.app.settings.retry_delay),
+            self._settle_orphans,
         )
         if self.app.schedules:
             self._chores.add(
@@ -311,6 +316,15 @@ class WorkerPool(ChildCare):
             self._observer.forked()
             self._observer.children(len(self._children))
 
+    def _settle_orphans(self, engine: Engine) -> None:
+        forked = self._forked or set()
+        orphans_of_host(
+            socket.gethostname(),
+            lambda pid: pid in forked or process_alive(pid),
+            self.app.settings.retry_delay,
+        )(engine)
+        self._forked = None
+
     def _spawn(self) -> None:
         receive, send = self._context.Pipe(duplex=False)
         # PR_SET_PDEATHSIG follows the forking thread: only a main thread's fork may use it.
@@ -349,6 +363,8 @@ class WorkerPool(ChildCare):
             self._children[process.pid] = Child(
                 process, receive, f"{socket.gethostname()}-{process.pid}"
             )
+            if self._forked is not None:
+                self._forked.add(process.pid)
             self._ready.register(receive.fileno(), select.POLLIN)
             self._ready.register(process.sentinel, select.POLLIN)
         finally:

@@ -143,12 +143,14 @@ def _log_death(engine: Engine, job: Job, worker: str, cause: str) -> None:
 
 
 def orphans_of_host(
-    host: str, is_alive: Callable[[int], bool], backoff: Callable[[int], float]
+    host: str, not_orphan: Callable[[int], bool], backoff: Callable[[int], float]
 ) -> Callable[[Engine], None]:
     """The chore that settles the jobs held by workers named `<host>-<pid>` whose process
-    is gone. Each held job counts as the running one of a death (a retry spent, the
-    death's history entry; failed into `lanner-worker-died` with none left): which job
-    was running is not known, and a job that brought a whole pool down must not loop."""
+    is gone (`not_orphan(pid)` false: the process is not alive, nor a child that the
+    calling pool settles itself). Each held job counts as the running one of a death (a
+    retry spent, the death's history entry; failed into `lanner-worker-died` with none
+    left): which job was running is not known, and a job that brought a whole pool down
+    must not loop."""
 
     def settle_orphans(engine: Engine) -> None:
         if Capability.WORKERS not in engine.capabilities:
@@ -156,7 +158,7 @@ def orphans_of_host(
         for counts in engine.workers():
             name, _, pid = counts.name.rpartition("-")
             holds = counts.jobs + counts.stalled
-            if name != host or not pid.isdigit() or not holds or is_alive(int(pid)):
+            if name != host or not pid.isdigit() or not holds or not_orphan(int(pid)):
                 continue
             held = engine.worker_jobs(counts.name)
             cause = "its process was gone when a new pool started (its supervisor had died)"

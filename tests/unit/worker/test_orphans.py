@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,3 +106,28 @@ def test_a_dead_workers_finished_workflow_step_runs_again_for_its_result(engine:
     assert again is not None
     assert plain.state == JobState.COMPLETE
     assert (again.state, again.remaining) == (JobState.WAITING, 2)  # no retry spent
+
+
+def test_a_pool_leaves_its_own_dead_children_to_itself(tmp_path: Path) -> None:
+    # The chore put off by an outage at start runs after a child of this pool died: that
+    # child's jobs are the pool's to settle (it knows what each had done), not orphans.
+    app = lanner.App(f"sqlite:///{tmp_path / 'lanner.db'}")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    worker = f"{socket.gethostname()}-{gone.pid}"
+    held(app.engine, "ours", worker, retries=2)
+    pool = lanner.WorkerPool(app, concurrency=1)
+    assert pool._forked is not None
+    pool._forked.add(gone.pid)  # as _spawn records each child it forks
+    pool._settle_orphans(app.engine)
+    job = app.engine.get("ours")
+    assert job is not None
+    assert (job.state, job.worker) == (JobState.RUNNING, worker)
+    assert pool._forked is None  # settled: the pool no longer tracks what it forks
+
+    # An earlier pool's dead child is an orphan.
+    other = lanner.WorkerPool(app, concurrency=1)
+    other._settle_orphans(app.engine)
+    job = app.engine.get("ours")
+    assert job is not None
+    assert (job.state, job.worker) == (JobState.WAITING, "")
